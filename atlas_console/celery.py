@@ -1,0 +1,11 @@
+"""The one Celery app. Configuration lives in Django settings under the CELERY_ prefix."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "atlas_console.settings")
+
+app = Celery("atlas_console")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,222 @@
+"""Atlas Console settings, read from the environment (see README "Configuration").
+
+Nothing here has side effects beyond creating the project-local data folder
+for the embedded default. Unset variables give a working single-machine demo;
+``ATLAS_ENV=production`` demands the values a real deployment needs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from atlas_console import env
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ENVIRON = os.environ
+
+ATLAS_ENV = env.env_choice(ENVIRON, "ATLAS_ENV", env.ENVIRONMENTS, "development")
+PRODUCTION = ATLAS_ENV == "production"
+DEBUG = env.env_bool(ENVIRON, "ATLAS_DEBUG", default=False)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("ATLAS_DEBUG must be off when ATLAS_ENV=production.")
+
+DATA_DIR = Path(env.env_str(ENVIRON, "ATLAS_DATA_DIR") or BASE_DIR / "var").resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env.env_str(ENVIRON, "ATLAS_SECRET_KEY")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("ATLAS_SECRET_KEY is required when ATLAS_ENV=production.")
+    # Development only: a key that is stable per checkout but never shared.
+    _key_file = DATA_DIR / "secret_key"
+    if not _key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        _key_file.write_text(get_random_secret_key())
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+elif len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("ATLAS_SECRET_KEY must be at least 50 characters long.")
+
+ALLOWED_HOSTS = env.env_list(
+    ENVIRON, "ATLAS_ALLOWED_HOSTS", default=() if PRODUCTION else ("127.0.0.1", "localhost")
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ATLAS_ALLOWED_HOSTS is required when ATLAS_ENV=production.")
+CSRF_TRUSTED_ORIGINS = env.env_list(ENVIRON, "ATLAS_CSRF_TRUSTED_ORIGINS")
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(
+            f"ATLAS_CSRF_TRUSTED_ORIGINS item {_origin!r} must start with https:// or http://."
+        )
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "atlas_console",
+    "teams",
+    "probes",
+    "investigations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "atlas_console.urls"
+WSGI_APPLICATION = "atlas_console.wsgi.application"
+ASGI_APPLICATION = "atlas_console.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "atlas_console.context_processors.atlas",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database_config(env.env_str(ENVIRON, "DATABASE_URL"), DATA_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing root
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "atlas_console.staticfinders.PlotlyFinder",
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+# Outside production the demo serves static files straight from the finders,
+# so no collectstatic step is needed to click around.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+MEDIA_ROOT = DATA_DIR / "media"
+
+# --- Security -----------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env.env_bool(ENVIRON, "ATLAS_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.env_int(
+        ENVIRON, "ATLAS_HSTS_SECONDS", 31_536_000, minimum=0, maximum=63_072_000
+    )
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env.env_bool(ENVIRON, "ATLAS_HSTS_PRELOAD", default=True)
+    if env.env_bool(ENVIRON, "ATLAS_BEHIND_TLS_PROXY", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_TASK_SOFT_TIME_LIMIT = env.env_int(
+    ENVIRON, "ATLAS_TASK_SOFT_TIME_LIMIT", 60, minimum=1, maximum=3600
+)
+CELERY_TASK_TIME_LIMIT = env.env_int(ENVIRON, "ATLAS_TASK_TIME_LIMIT", 90, minimum=2, maximum=7200)
+if CELERY_TASK_TIME_LIMIT <= CELERY_TASK_SOFT_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        "ATLAS_TASK_TIME_LIMIT must be greater than ATLAS_TASK_SOFT_TIME_LIMIT "
+        f"({CELERY_TASK_TIME_LIMIT} <= {CELERY_TASK_SOFT_TIME_LIMIT})."
+    )
+_visibility = env.env_int(ENVIRON, "ATLAS_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=1)
+if _visibility <= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        "ATLAS_BROKER_VISIBILITY_TIMEOUT must exceed ATLAS_TASK_TIME_LIMIT, or a task still "
+        f"running would be delivered a second time ({_visibility} <= {CELERY_TASK_TIME_LIMIT})."
+    )
+_broker = env.broker_config(
+    env.env_str(ENVIRON, "CELERY_BROKER_URL"), DATA_DIR, visibility_timeout=_visibility
+)
+CELERY_BROKER_URL = _broker.url
+CELERY_BROKER_TRANSPORT_OPTIONS = _broker.transport_options
+ATLAS_EMBEDDED_BROKER = _broker.embedded
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Results are never read back: tasks write their outcome to the database.
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "atlas"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+ATLAS_HEARTBEAT_SECONDS = env.env_int(ENVIRON, "ATLAS_HEARTBEAT_SECONDS", 15, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "worker-heartbeat": {
+        "task": "probes.record_heartbeat",
+        "schedule": float(ATLAS_HEARTBEAT_SECONDS),
+        "options": {"expires": float(ATLAS_HEARTBEAT_SECONDS)},
+    },
+}
+
+# --- Logging ------------------------------------------------------------------------------
+LOG_LEVEL = env.env_choice(
+    ENVIRON, "ATLAS_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
+).upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

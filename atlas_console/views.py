@@ -1,0 +1,44 @@
+"""Project-level pages: the home page and the unauthenticated health endpoint."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from probes.health import worker_status
+from teams.access import teams_of
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "home.html",
+        {"teams": teams_of(request.user), "workers": worker_status()},
+    )
+
+
+@require_GET
+@never_cache
+@login_not_required
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness for load balancers and compose health checks: the database answers.
+
+    Says nothing about teams or investigations, so it is safe without login.
+    """
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError:
+        return JsonResponse({"status": "error", "database": "unreachable"}, status=503)
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def workers_partial(request: HttpRequest) -> HttpResponse:
+    """The probe-health strip, refreshed by htmx without reloading the page."""
+    return render(request, "_workers.html", {"workers": worker_status()})

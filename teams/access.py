@@ -1,0 +1,38 @@
+"""The only way views fetch team-owned rows.
+
+Outsiders get 404 (a team's existence is not disclosed), members whose role is
+too low for the action get 403. Every protected object gets one function here
+(or in its app's access module) built on ``authorize``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from teams.models import Membership, Role, Team
+
+
+def authorize(user, team_id: uuid.UUID | str, minimum: Role = Role.VIEWER) -> Membership:
+    """Return the user's membership of the team, or raise 404 (outsider) / 403 (role too low)."""
+    if not getattr(user, "is_authenticated", False):
+        raise Http404
+    try:
+        membership = Membership.objects.select_related("team").get(team_id=team_id, user=user)
+    except (Membership.DoesNotExist, ValueError, TypeError):
+        raise Http404 from None
+    if not membership.allows(minimum):
+        raise PermissionDenied(f"This needs the {minimum.label.lower()} role in {membership.team}.")
+    return membership
+
+
+def get_team(user, team_id: uuid.UUID | str, minimum: Role = Role.VIEWER) -> Team:
+    """A team the user belongs to with at least ``minimum`` role."""
+    return authorize(user, team_id, minimum).team
+
+
+def teams_of(user):
+    """Teams visible to the user, for lists and pickers."""
+    return Team.objects.filter(memberships__user=user).order_by("name")

@@ -1,0 +1,40 @@
+"""Create (or reset) the demo team and its commander for the one-command demo."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from teams.models import Membership, Role, Team
+
+DEMO_TEAM = "Atlas on-call"
+DEMO_USER = "commander"
+
+
+class Command(BaseCommand):
+    help = "Create the demo team and a commander user, printing the password."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--username", default=DEMO_USER)
+        parser.add_argument(
+            "--password",
+            default=None,
+            help="Use this password instead of a fresh random one (printed either way).",
+        )
+
+    @transaction.atomic
+    def handle(self, *args, username: str, password: str | None, **options) -> None:
+        password = password or secrets.token_urlsafe(12)
+        user, created = get_user_model().objects.get_or_create(username=username)
+        user.set_password(password)
+        user.is_staff = True
+        user.is_superuser = True
+        user.save()
+        team, _ = Team.objects.get_or_create(name=DEMO_TEAM)
+        Membership.objects.update_or_create(team=team, user=user, defaults={"role": Role.COMMANDER})
+        verb = "Created" if created else "Reset"
+        self.stdout.write(f"{verb} demo user {username!r} with password {password!r}")
+        self.stdout.write(f"Team {team.name!r} ({team.id}); {username} is its commander.")

@@ -1,0 +1,156 @@
+"""Login is required everywhere, and teams are isolated from each other."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from teams.models import Membership, Role
+
+# Pages that must answer without a session: logging in, and health probes for load balancers.
+PUBLIC = {"login", "healthz"}
+
+
+def _walk(patterns, prefix: str = "", namespace: str = ""):
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            ns = entry.namespace or namespace
+            yield from _walk(entry.url_patterns, prefix + str(entry.pattern), ns)
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry, namespace
+
+
+def _example_path(route: str) -> str:
+    """Fill a route with plausible values; routes here use path converters only."""
+    import re
+
+    if route.startswith("^") or "(?P" in route:  # admin's regex routes
+        route = re.sub(r"\(\?P<(\w+)>[^)]*\)", "1", route).lstrip("^").rstrip("$")
+        route = route.replace("\\", "")
+    route = re.sub(r"<uuid:\w+>", str(uuid.uuid4()), route)
+    route = re.sub(r"<int:\w+>", "1", route)
+    route = re.sub(r"<(?:str|slug|path):\w+>|<\w+>", "x", route)
+    return "/" + route
+
+
+ALL_ROUTES = sorted(
+    {
+        _example_path(route)
+        for route, pattern, _ in _walk(get_resolver().url_patterns)
+        if pattern.name not in PUBLIC
+    }
+)
+
+
+def test_the_route_list_covers_the_app():
+    assert any(path.startswith("/teams/") for path in ALL_ROUTES)
+    assert "/" in ALL_ROUTES
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ALL_ROUTES)
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_anonymous_users_are_sent_to_login_everywhere(client, path, method):
+    response = getattr(client, method)(path)
+    if path.startswith("/admin/"):
+        # The admin has its own login page; it still never serves content anonymously.
+        assert response.status_code in (302, 404, 405)
+        if response.status_code == 302:
+            assert "/login/" in response["Location"]
+        return
+    if response.status_code == 405:
+        pytest.skip(f"{method.upper()} not allowed on {path}")
+    assert response.status_code == 302, path
+    assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+@pytest.mark.django_db
+def test_health_endpoint_is_public_and_says_nothing_private(client):
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_an_outsider_gets_404_for_another_teams_page(client_for, outsider, team):
+    response = client_for(outsider).get(reverse("teams:detail", args=[team.id]))
+    assert response.status_code == 404
+
+
+def test_an_outsider_cannot_write_to_another_team(client_for, outsider, team):
+    response = client_for(outsider).post(
+        reverse("teams:add_member", args=[team.id]), {"username": "olga-outsider", "role": "viewer"}
+    )
+    assert response.status_code == 404
+    assert not Membership.objects.filter(team=team, user=outsider).exists()
+
+
+@pytest.mark.parametrize("actor", ["commander", "responder", "viewer"])
+def test_members_can_read_their_team(client_for, request, actor, team):
+    response = client_for(request.getfixturevalue(actor)).get(
+        reverse("teams:detail", args=[team.id])
+    )
+    assert response.status_code == 200
+    assert team.name in response.content.decode()
+
+
+@pytest.mark.parametrize(("actor", "status"), [("viewer", 403), ("responder", 403)])
+def test_only_commanders_manage_members(client_for, request, actor, status, team, outsider):
+    response = client_for(request.getfixturevalue(actor)).post(
+        reverse("teams:add_member", args=[team.id]),
+        {"username": outsider.username, "role": Role.COMMANDER},
+    )
+    assert response.status_code == status
+    assert not Membership.objects.filter(team=team, user=outsider).exists()
+
+
+def test_a_commander_adds_a_member(client_for, commander, team, outsider):
+    response = client_for(commander).post(
+        reverse("teams:add_member", args=[team.id]),
+        {"username": outsider.username, "role": Role.VIEWER},
+    )
+    assert response.status_code == 302
+    assert Membership.objects.get(team=team, user=outsider).role == Role.VIEWER
+
+
+def test_a_team_keeps_its_last_commander(client_for, commander, team):
+    mine = Membership.objects.get(team=team, user=commander)
+    client_for(commander).post(
+        reverse("teams:change_role", args=[team.id, mine.id]), {"role": Role.VIEWER}
+    )
+    mine.refresh_from_db()
+    assert mine.role == Role.COMMANDER
+
+
+def test_role_change_of_another_teams_member_is_404(client_for, commander, team, outsider):
+    foreign = Membership.objects.get(user=outsider)
+    response = client_for(commander).post(
+        reverse("teams:change_role", args=[team.id, foreign.id]), {"role": Role.VIEWER}
+    )
+    assert response.status_code == 404
+    foreign.refresh_from_db()
+    assert foreign.role == Role.COMMANDER
+
+
+def test_creating_a_team_makes_you_its_commander(client_for, viewer):
+    response = client_for(viewer).post(reverse("teams:create"), {"name": "Night shift"})
+    assert response.status_code == 302
+    assert Membership.objects.get(team__name="Night shift", user=viewer).role == Role.COMMANDER
+
+
+def test_public_ids_are_uuids(team, commander):
+    path = reverse("teams:detail", args=[team.id])
+    assert str(team.id) in path
+    assert isinstance(Membership.objects.get(user=commander).id, uuid.UUID)
+
+
+def test_the_login_page_renders_and_logs_in(client, commander):
+    from tests.conftest import PASSWORD
+
+    assert client.get(reverse("login")).status_code == 200
+    response = client.post(reverse("login"), {"username": commander.username, "password": PASSWORD})
+    assert response.status_code == 302
+    home = client.get(reverse("home"))
+    assert home.status_code == 200
+    assert "Atlas serving" in home.content.decode()
