@@ -208,6 +208,22 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Probes -------------------------------------------------------------------------------
+# Networks probes may connect to. Link-local and cloud-metadata addresses are refused
+# whatever this says (probes/net.py).
+try:
+    from probes.net import parse_networks
+
+    ATLAS_PROBE_ALLOWED_NETWORKS = parse_networks(
+        env.env_list(ENVIRON, "ATLAS_PROBE_ALLOWED_NETWORKS", default=("127.0.0.0/8", "::1/128"))
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ATLAS_PROBE_ALLOWED_NETWORKS: {exc}.") from None
+ATLAS_PROBE_MAX_BYTES = env.env_int(
+    ENVIRON, "ATLAS_PROBE_MAX_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=256 * 1024 * 1024
+)
+ATLAS_PROBE_TIMEOUT = env.env_int(ENVIRON, "ATLAS_PROBE_TIMEOUT", 8, minimum=1, maximum=120)
+
 # --- Logging ------------------------------------------------------------------------------
 LOG_LEVEL = env.env_choice(
     ENVIRON, "ATLAS_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"

@@ -114,6 +114,7 @@ def _manage(args: list[str], extra_env: dict[str, str], tmp_path: Path):
         ("DATABASE_URL", "mysql://root@127.0.0.1/atlas", "DATABASE_URL"),
         ("CELERY_BROKER_URL", "amqp://guest@127.0.0.1//", "CELERY_BROKER_URL"),
         ("ATLAS_SECRET_KEY", "short", "at least 50 characters"),
+        ("ATLAS_PROBE_ALLOWED_NETWORKS", "10.0.0.0/8,banana", "'banana' is not a network"),
     ],
 )
 def test_the_service_refuses_to_start_with_a_bad_value(variable, value, message, tmp_path):

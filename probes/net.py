@@ -1,0 +1,392 @@
+"""The only way probes reach the network: an SSRF-guarded, bounded HTTP client.
+
+Probe targets are typed in by people and arrive in alert payloads, so every URL is
+treated as hostile. The guard sits in the connection layer, not in URL parsing:
+the host name is resolved once, every resolved address is checked against the
+allow-list and the always-blocked ranges, and the socket connects to the address
+that was checked. A DNS answer that changes between check and connect therefore
+cannot redirect the probe, and decimal, octal or IPv6-mapped spellings of an
+address are judged by the address they resolve to. Redirects are followed only
+within the same origin. Every response is read with a byte cap and an overall
+deadline, so a hung, slow, lying or huge endpoint costs one bounded error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import httpcore
+import httpx
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Sequence[str]]
+
+# Never reachable, whatever the allow-list says: link-local (which holds the cloud
+# metadata service on 169.254.169.254), other providers' metadata endpoints, and
+# addresses that are not a single host.
+ALWAYS_BLOCKED: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "0.0.0.0/8",
+        "169.254.0.0/16",
+        "100.100.100.200/32",  # Alibaba Cloud metadata
+        "168.63.129.16/32",  # Azure wire server
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "fe80::/10",
+        "fd00:ec2::254/128",  # AWS metadata over IPv6
+        "ff00::/8",
+    )
+)
+DEFAULT_ALLOWED: tuple[IPNetwork, ...] = (
+    ipaddress.ip_network("127.0.0.0/8"),
+    ipaddress.ip_network("::1/128"),
+)
+ALLOWED_SCHEMES = ("http", "https")
+
+
+class ProbeError(Exception):
+    """A probe failed in a way the console shows on the target's health strip.
+
+    ``transient`` errors (timeouts, refused connections, 5xx) are worth retrying
+    on the next cycle; permanent ones (blocked address, bad URL, oversize body)
+    will fail the same way until someone changes the target.
+    """
+
+    def __init__(self, kind: str, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.transient = transient
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    allowed_networks: tuple[IPNetwork, ...] = DEFAULT_ALLOWED
+    connect_timeout: float = 2.0
+    read_timeout: float = 5.0
+    total_timeout: float = 8.0
+    max_bytes: int = 8 * 1024 * 1024
+    max_redirects: int = 3
+    resolver: Resolver | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    url: str
+    status: int
+    content_type: str
+    body: bytes
+    elapsed_s: float
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+    def text(self) -> str:
+        """Decode as UTF-8, replacing invalid bytes: an engine's text is evidence, not code."""
+        return self.body.decode("utf-8", errors="replace")
+
+
+def parse_networks(items: Iterable[str]) -> tuple[IPNetwork, ...]:
+    """CIDR strings to networks; raises ValueError naming the bad item."""
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(item.strip(), strict=False))
+        except ValueError as exc:
+            raise ValueError(f"{item!r} is not a network in CIDR notation ({exc})") from None
+    return tuple(networks)
+
+
+def _normalise(address: IPAddress) -> IPAddress:
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address.sixtofour is not None:
+            return address.sixtofour
+    return address
+
+
+def check_address(raw: str, policy: FetchPolicy) -> IPAddress:
+    """Raise ProbeError unless ``raw`` is an allowed destination; return it normalised."""
+    try:
+        address = _normalise(ipaddress.ip_address(raw.split("%", 1)[0]))
+    except ValueError:
+        raise ProbeError(
+            "blocked-address", f"{raw!r} is not an IP address", transient=False
+        ) from None
+    if any(address in net for net in ALWAYS_BLOCKED if net.version == address.version):
+        raise ProbeError(
+            "blocked-address",
+            f"{address} is link-local, metadata or otherwise never a probe target",
+            transient=False,
+        )
+    if not any(address in net for net in policy.allowed_networks if net.version == address.version):
+        raise ProbeError(
+            "blocked-address",
+            f"{address} is outside the allowed networks (ATLAS_PROBE_ALLOWED_NETWORKS)",
+            transient=False,
+        )
+    return address
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [info[4][0] for info in infos]
+
+
+def resolve_checked(host: str, port: int, policy: FetchPolicy) -> str:
+    """Resolve once and return the first address, provided *every* answer is allowed.
+
+    Refusing when any answer is blocked stops a name that mixes a public and a
+    metadata address from being used for a round-robin bypass.
+    """
+    resolver = policy.resolver or system_resolver
+    try:
+        answers = list(dict.fromkeys(resolver(host, port)))
+    except (OSError, UnicodeError) as exc:
+        raise ProbeError("dns", f"cannot resolve {host!r}: {exc}", transient=True) from None
+    if not answers:
+        raise ProbeError("dns", f"{host!r} has no addresses", transient=True)
+    checked = [check_address(answer, policy) for answer in answers]
+    return str(checked[0])
+
+
+class _GuardedSyncBackend(httpcore.SyncBackend):
+    def __init__(self, policy: FetchPolicy) -> None:
+        self.policy = policy
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        address = resolve_checked(host, port, self.policy)
+        return super().connect_tcp(address, port, timeout, local_address, socket_options)
+
+
+class _GuardedAsyncBackend(httpcore.AnyIOBackend):
+    def __init__(self, policy: FetchPolicy) -> None:
+        self.policy = policy
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        loop = asyncio.get_running_loop()
+        # Resolution may block; keep it off the event loop so one slow DNS answer
+        # does not stall every other target in the cycle.
+        address = await loop.run_in_executor(None, resolve_checked, host, port, self.policy)
+        return await super().connect_tcp(address, port, timeout, local_address, socket_options)
+
+
+def _pool_kwargs(limits: httpx.Limits) -> dict:
+    return {
+        "ssl_context": httpx.create_ssl_context(trust_env=False),
+        "max_connections": limits.max_connections,
+        "max_keepalive_connections": limits.max_keepalive_connections,
+        "keepalive_expiry": limits.keepalive_expiry,
+    }
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """httpx's transport with the connection pool swapped for one whose backend checks
+    every address it connects to (httpx 0.28 keeps the pool in ``_pool``)."""
+
+    def __init__(self, policy: FetchPolicy, limits: httpx.Limits) -> None:
+        super().__init__(trust_env=False, limits=limits)
+        self._pool = httpcore.ConnectionPool(
+            network_backend=_GuardedSyncBackend(policy), **_pool_kwargs(limits)
+        )
+
+
+class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, policy: FetchPolicy, limits: httpx.Limits) -> None:
+        super().__init__(trust_env=False, limits=limits)
+        self._pool = httpcore.AsyncConnectionPool(
+            network_backend=_GuardedAsyncBackend(policy), **_pool_kwargs(limits)
+        )
+
+
+def _timeout(policy: FetchPolicy) -> httpx.Timeout:
+    return httpx.Timeout(
+        connect=policy.connect_timeout,
+        read=policy.read_timeout,
+        write=policy.read_timeout,
+        pool=policy.total_timeout,
+    )
+
+
+HEADERS = {"User-Agent": "atlas-console-probe/1", "Accept-Encoding": "gzip, identity"}
+
+
+def guarded_client(policy: FetchPolicy, *, max_connections: int = 10) -> httpx.Client:
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return httpx.Client(
+        transport=GuardedTransport(policy, limits),
+        timeout=_timeout(policy),
+        follow_redirects=False,
+        trust_env=False,
+        headers=HEADERS,
+    )
+
+
+def guarded_async_client(policy: FetchPolicy, *, max_connections: int = 64) -> httpx.AsyncClient:
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return httpx.AsyncClient(
+        transport=AsyncGuardedTransport(policy, limits),
+        timeout=_timeout(policy),
+        follow_redirects=False,
+        trust_env=False,
+        headers=HEADERS,
+    )
+
+
+def validate_url(url: str) -> httpx.URL:
+    """Reject what can never be a probe target before any connection is attempted."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ProbeError("bad-url", f"not a URL: {exc}", transient=False) from None
+    if parsed.scheme not in ALLOWED_SCHEMES:
+        raise ProbeError("bad-url", f"scheme {parsed.scheme!r} is not http/https", transient=False)
+    if parsed.userinfo:
+        raise ProbeError(
+            "bad-url", "credentials in URLs are refused; use a target token", transient=False
+        )
+    if not parsed.host:
+        raise ProbeError("bad-url", "the URL has no host", transient=False)
+    return parsed
+
+
+def _redirect_target(response: httpx.Response, current: httpx.URL) -> httpx.URL:
+    location = response.headers.get("location")
+    if not location:
+        raise ProbeError(
+            "redirect", f"HTTP {response.status_code} without Location", transient=False
+        )
+    target = validate_url(str(current.join(location)))
+    if (target.scheme, target.host, target.port) != (current.scheme, current.host, current.port):
+        raise ProbeError(
+            "redirect",
+            f"redirect to another origin refused: {target.scheme}://{target.host}",
+            transient=False,
+        )
+    return target
+
+
+def _status_error(response: httpx.Response) -> ProbeError:
+    transient = response.status_code >= 500 or response.status_code == 429
+    return ProbeError(
+        "http-status", f"HTTP {response.status_code} {response.reason_phrase}", transient=transient
+    )
+
+
+def _translate(exc: Exception) -> ProbeError:
+    if isinstance(exc, ProbeError):
+        return exc
+    if isinstance(exc, httpx.TimeoutException):
+        return ProbeError("timeout", f"{type(exc).__name__}: no answer in time", transient=True)
+    if isinstance(exc, httpx.ConnectError):
+        return ProbeError("connect", f"cannot connect: {exc}", transient=True)
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.DecodingError | httpx.LocalProtocolError):
+        return ProbeError("protocol", f"malformed HTTP response: {exc}", transient=False)
+    if isinstance(exc, httpx.TransportError):
+        return ProbeError("transport", str(exc) or type(exc).__name__, transient=True)
+    raise exc
+
+
+def fetch(client: httpx.Client, url: str, policy: FetchPolicy) -> FetchResult:
+    """GET ``url`` within the policy's bounds; raise ProbeError otherwise."""
+    started = time.monotonic()
+    current = validate_url(url)
+    try:
+        for _ in range(policy.max_redirects + 1):
+            with client.stream("GET", current) as response:
+                if response.is_redirect:
+                    current = _redirect_target(response, current)
+                    continue
+                if response.status_code >= 400:
+                    raise _status_error(response)
+                body = _read_capped(response.iter_bytes(), policy, started)
+                return FetchResult(
+                    url=str(current),
+                    status=response.status_code,
+                    content_type=response.headers.get("content-type", ""),
+                    body=body,
+                    elapsed_s=time.monotonic() - started,
+                )
+        raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
+    except Exception as exc:  # every transport failure becomes a ProbeError
+        raise _translate(exc) from None
+
+
+async def afetch(client: httpx.AsyncClient, url: str, policy: FetchPolicy) -> FetchResult:
+    """Async ``fetch``, bounded by an overall deadline as well as per-read timeouts."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(policy.total_timeout):
+            return await _afetch(client, url, policy, started)
+    except TimeoutError:
+        raise ProbeError(
+            "timeout", f"no complete answer within {policy.total_timeout:g} s", transient=True
+        ) from None
+
+
+async def _afetch(client, url, policy, started) -> FetchResult:
+    current = validate_url(url)
+    try:
+        for _ in range(policy.max_redirects + 1):
+            async with client.stream("GET", current) as response:
+                if response.is_redirect:
+                    current = _redirect_target(response, current)
+                    continue
+                if response.status_code >= 400:
+                    raise _status_error(response)
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > policy.max_bytes:
+                        raise _too_large(policy)
+                    chunks.append(chunk)
+                return FetchResult(
+                    url=str(current),
+                    status=response.status_code,
+                    content_type=response.headers.get("content-type", ""),
+                    body=b"".join(chunks),
+                    elapsed_s=time.monotonic() - started,
+                )
+        raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
+    except (TimeoutError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # every transport failure becomes a ProbeError
+        raise _translate(exc) from None
+
+
+def _too_large(policy: FetchPolicy) -> ProbeError:
+    return ProbeError(
+        "too-large", f"response exceeds {policy.max_bytes:,} bytes (decoded)", transient=False
+    )
+
+
+def _read_capped(chunks: Iterable[bytes], policy: FetchPolicy, started: float) -> bytes:
+    """Decoded bytes are counted, so a small gzip bomb is stopped as early as a big body."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > policy.max_bytes:
+            raise _too_large(policy)
+        if time.monotonic() - started > policy.total_timeout:
+            raise ProbeError(
+                "timeout", f"no complete answer within {policy.total_timeout:g} s", transient=True
+            )
+        parts.append(chunk)
+    return b"".join(parts)

@@ -1,0 +1,214 @@
+"""The guarded client against real hostile endpoints on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+
+import pytest
+
+from probes.net import (
+    FetchPolicy,
+    ProbeError,
+    afetch,
+    check_address,
+    fetch,
+    guarded_async_client,
+    guarded_client,
+    parse_networks,
+)
+from tests.support.hostile import hostile_server
+
+LOOPBACK = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=3, max_bytes=1 << 20)
+EVERYWHERE = FetchPolicy(allowed_networks=parse_networks(["0.0.0.0/0", "::/0"]))
+
+
+@pytest.fixture(scope="module")
+def server():
+    with hostile_server() as base:
+        yield base
+
+
+def _fetch(url: str, policy: FetchPolicy = LOOPBACK):
+    with guarded_client(policy) as client:
+        return fetch(client, url, policy)
+
+
+def _error(url: str, policy: FetchPolicy = LOOPBACK) -> ProbeError:
+    with pytest.raises(ProbeError) as caught:
+        _fetch(url, policy)
+    return caught.value
+
+
+def test_an_allowed_target_answers(server):
+    result = _fetch(server + "/ok")
+    assert result.status == 200 and result.body.startswith(b"# TYPE up gauge")
+
+
+def test_a_hanging_target_is_a_bounded_transient_timeout(server):
+    error = _error(server + "/hang")
+    assert error.kind == "timeout" and error.transient
+
+
+def test_a_trickling_target_hits_the_overall_deadline(server):
+    error = _error(server + "/slow")
+    assert error.kind == "timeout"
+
+
+def test_a_50_mb_body_is_cut_off_at_the_cap(server):
+    error = _error(server + "/huge")
+    assert error.kind == "too-large" and not error.transient
+
+
+def test_a_gzip_bomb_is_counted_after_decoding(server):
+    error = _error(server + "/gzip-bomb")
+    assert error.kind == "too-large"
+
+
+def test_garbage_instead_of_http_is_a_protocol_error(server):
+    error = _error(server + "/garbage")
+    assert error.kind in ("protocol", "transport")
+
+
+def test_a_redirect_to_the_metadata_service_is_refused(server):
+    error = _error(server + "/redirect-metadata", EVERYWHERE)
+    assert error.kind == "redirect" and "169.254.169.254" in error.message
+
+
+def test_a_redirect_to_another_host_name_is_refused(server):
+    assert _error(server + "/redirect-other-host").kind == "redirect"
+
+
+def test_a_same_origin_redirect_is_followed(server):
+    assert _fetch(server + "/redirect-same-origin").url.endswith("/ok")
+
+
+def test_redirect_loops_end(server):
+    assert "redirects" in _error(server + "/redirect-loop").message
+
+
+def test_server_errors_are_transient_and_client_errors_permanent(server):
+    assert _error(server + "/error").transient
+    assert not _error(server + "/missing").transient
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/",
+        "http://[::ffff:169.254.169.254]/",  # IPv6-mapped IPv4
+        "http://0251.0376.0251.0376/",  # octal spelling of 169.254.169.254
+        "http://2852039166/",  # decimal spelling of 169.254.169.254
+        "http://0xa9fea9fe/",  # hex spelling
+        "http://100.100.100.200/",
+        "http://[fd00:ec2::254]/",
+        "http://0.0.0.0:80/",
+    ],
+)
+def test_metadata_and_link_local_are_blocked_even_when_everything_is_allowed(url):
+    error = _error(url, EVERYWHERE)
+    # httpx already refuses some spellings as malformed; either way nothing is connected to.
+    assert error.kind in ("blocked-address", "bad-url"), error
+    assert not error.transient
+
+
+@pytest.mark.parametrize(
+    "url", ["http://2130706433:9/", "http://0x7f000001:9/", "http://10.1.2.3/"]
+)
+def test_addresses_outside_the_allow_list_are_blocked(url):
+    policy = FetchPolicy(allowed_networks=parse_networks(["192.0.2.0/24"]))
+    assert _error(url, policy).kind == "blocked-address"
+
+
+def test_a_name_resolving_to_a_metadata_address_is_blocked():
+    policy = FetchPolicy(
+        allowed_networks=EVERYWHERE.allowed_networks,
+        resolver=lambda host, port: ["169.254.169.254"],
+    )
+    error = _error("http://metadata.attacker.example/", policy)
+    assert error.kind == "blocked-address"
+
+
+def test_a_name_with_any_blocked_answer_is_refused():
+    policy = FetchPolicy(
+        allowed_networks=EVERYWHERE.allowed_networks,
+        resolver=lambda host, port: ["127.0.0.1", "169.254.169.254"],
+    )
+    assert _error("http://round-robin.example/", policy).kind == "blocked-address"
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(server):
+    """DNS rebinding: a resolver that answers differently on the second call must not matter,
+    because the name is resolved once and the socket connects to the checked address."""
+    answers = iter([["127.0.0.1"], ["169.254.169.254"]])
+    calls = []
+
+    def rebinding(host, port):
+        calls.append(host)
+        return next(answers)
+
+    port = server.rsplit(":", 1)[1]
+    policy = FetchPolicy(resolver=rebinding, total_timeout=3)
+    result = _fetch(f"http://rebind.example:{port}/ok", policy)
+    assert result.status == 200
+    assert calls == ["rebind.example"]
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("ftp://127.0.0.1/metrics", "scheme"),
+        ("file:///etc/passwd", "scheme"),
+        ("http://admin:secret@127.0.0.1/metrics", "credentials"),
+        ("gopher://127.0.0.1:6379/_FLUSHALL", "scheme"),
+        ("http:///metrics", "host"),
+    ],
+)
+def test_urls_that_can_never_be_targets_fail_before_connecting(url, fragment):
+    error = _error(url, EVERYWHERE)
+    assert error.kind == "bad-url" and fragment in error.message
+
+
+def test_check_address_normalises_mapped_addresses():
+    assert check_address("::ffff:127.0.0.1", LOOPBACK) == ipaddress.ip_address("127.0.0.1")
+
+
+def test_parse_networks_names_the_bad_item():
+    with pytest.raises(ValueError, match=re.escape("'10.0.0.0/33'")):
+        parse_networks(["10.0.0.0/8", "10.0.0.0/33"])
+
+
+def test_one_hung_target_does_not_hold_up_the_others(server):
+    """Concurrent polling: fast targets finish while the hung one is still waiting."""
+
+    async def run():
+        finished: list[str] = []
+        async with guarded_async_client(LOOPBACK) as client:
+
+            async def one(path):
+                try:
+                    await afetch(client, server + path, LOOPBACK)
+                    finished.append(path)
+                except ProbeError as exc:
+                    finished.append(f"{path}:{exc.kind}")
+
+            await asyncio.gather(one("/hang"), *(one("/ok") for _ in range(8)))
+        return finished
+
+    finished = asyncio.run(run())
+    assert finished[:8] == ["/ok"] * 8
+    assert finished[8] == "/hang:timeout"
+
+
+def test_async_fetch_enforces_the_same_bounds(server):
+    async def run(path):
+        async with guarded_async_client(LOOPBACK) as client:
+            return await afetch(client, server + path, LOOPBACK)
+
+    with pytest.raises(ProbeError, match="too-large"):
+        asyncio.run(run("/huge"))
+    with pytest.raises(ProbeError, match="redirect"):
+        asyncio.run(run("/redirect-other-host"))
+    assert asyncio.run(run("/ok")).status == 200

@@ -1,0 +1,115 @@
+"""A real HTTP server on 127.0.0.1 that misbehaves on purpose, one behaviour per path.
+
+Used by the probe tests: the faults are caused for real over a socket, not mocked.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STOP = threading.Event()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        try:
+            request_line = self.rfile.readline(8192).decode("latin-1")
+            while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                pass
+            path = request_line.split(" ")[1] if " " in request_line else "/"
+            getattr(self, "do_" + path.strip("/").split("?")[0].replace("-", "_"), self.do_ok)(path)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _head(self, status: str, headers: dict[str, str], length: int | None) -> None:
+        lines = [f"HTTP/1.1 {status}"]
+        if length is not None:
+            lines.append(f"Content-Length: {length}")
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append("Connection: close")
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+
+    def do_ok(self, path: str) -> None:
+        body = b"# TYPE up gauge\nup 1\n"
+        self._head("200 OK", {"Content-Type": "text/plain"}, len(body))
+        self.wfile.write(body)
+
+    def do_hang(self, path: str) -> None:
+        STOP.wait(30)  # accept, then say nothing
+
+    def do_slow(self, path: str) -> None:
+        self._head("200 OK", {"Content-Type": "text/plain"}, 1000)
+        for _ in range(1000):
+            if STOP.wait(0.5):
+                return
+            self.wfile.write(b"x")
+            self.wfile.flush()
+
+    def do_huge(self, path: str) -> None:
+        size = 50 * 1024 * 1024
+        self._head("200 OK", {"Content-Type": "text/plain"}, size)
+        chunk = b"vllm:num_requests_waiting 1\n" * 2340  # ~64 KiB
+        sent = 0
+        while sent < size and not STOP.is_set():
+            piece = chunk[: size - sent]
+            self.wfile.write(piece)
+            sent += len(piece)
+
+    def do_gzip_bomb(self, path: str) -> None:
+        body = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+        self._head("200 OK", {"Content-Encoding": "gzip", "Content-Type": "text/plain"}, len(body))
+        self.wfile.write(body)
+
+    def do_garbage(self, path: str) -> None:
+        self.wfile.write(b"\x00\xffSSH-2.0-not-http\r\n\x13\x37" * 50)
+
+    def do_redirect_metadata(self, path: str) -> None:
+        location = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"
+        self._head("302 Found", {"Location": location}, 0)
+
+    def do_redirect_other_host(self, path: str) -> None:
+        port = self.server.server_address[1]
+        self._head("302 Found", {"Location": f"http://localhost:{port}/ok"}, 0)
+
+    def do_redirect_same_origin(self, path: str) -> None:
+        self._head("301 Moved Permanently", {"Location": "/ok"}, 0)
+
+    def do_redirect_loop(self, path: str) -> None:
+        self._head("302 Found", {"Location": "/redirect-loop"}, 0)
+
+    def do_error(self, path: str) -> None:
+        self._head("503 Service Unavailable", {"Content-Type": "text/plain"}, 4)
+        self.wfile.write(b"busy")
+
+    def do_missing(self, path: str) -> None:
+        self._head("404 Not Found", {"Content-Type": "text/plain"}, 0)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    block_on_close = False
+
+
+@contextmanager
+def hostile_server() -> Iterator[str]:
+    """Yield the base URL (http://127.0.0.1:PORT) of a running hostile server."""
+    STOP.clear()
+    server = _Server(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        STOP.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        time.sleep(0.05)
