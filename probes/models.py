@@ -26,3 +26,126 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname} at {self.recorded_at:%H:%M:%S}"
+
+
+class TargetKind(models.TextChoices):
+    ENGINE = "engine", "Engine /metrics (vLLM or SGLang)"
+    SGLANG_INFO = "sglang_info", "SGLang /server_info"
+    PROMETHEUS = "prometheus", "Prometheus HTTP API"
+    DCGM = "dcgm", "dcgm-exporter /metrics"
+    LOG_HTTP = "log_http", "Engine log over HTTP (offset)"
+    LOG_FILE = "log_file", "Engine log file on a worker host"
+    NVML = "nvml", "NVML on a GPU host"
+
+
+# Kinds fetched over HTTP by the shared pollers; the others run on a per-host queue.
+HTTP_KINDS = (
+    TargetKind.ENGINE,
+    TargetKind.SGLANG_INFO,
+    TargetKind.PROMETHEUS,
+    TargetKind.DCGM,
+    TargetKind.LOG_HTTP,
+)
+HOST_KINDS = (TargetKind.LOG_FILE, TargetKind.NVML)
+
+
+class Target(models.Model):
+    """Something a probe reads, and how its last reads went (the probe health strip)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    deployment = models.ForeignKey(
+        "investigations.Deployment", on_delete=models.CASCADE, related_name="targets"
+    )
+    kind = models.CharField(max_length=16, choices=TargetKind.choices)
+    url = models.URLField(max_length=500, blank=True)
+    path = models.CharField(max_length=500, blank=True, help_text="Log file path (log_file).")
+    host_queue = models.CharField(
+        max_length=100, blank=True, help_text="Celery queue of the worker on the GPU host."
+    )
+    replica = models.CharField(max_length=100, blank=True)
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    # Claim: the poll task that owns this target's current cycle (redelivery keeps it).
+    claim_task = models.CharField(max_length=64, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    log_offset = models.BigIntegerField(default=0)
+
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_error_kind = models.CharField(max_length=32, blank=True)
+    last_error_transient = models.BooleanField(default=False)
+    last_latency_ms = models.FloatField(null=True, blank=True)
+    last_size_bytes = models.PositiveIntegerField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["deployment", "kind", "replica"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(kind__in=HTTP_KINDS) | ~models.Q(url=""),
+                name="http_target_has_url",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(kind__in=HOST_KINDS) | ~models.Q(host_queue=""),
+                name="host_target_has_queue",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = self.url or f"{self.host_queue}:{self.path}"
+        return f"{self.get_kind_display()} {self.replica} {where}".strip()
+
+
+class Poll(models.Model):
+    """One read of one target in one cycle. (target, cycle_at) is the idempotency key:
+    a redelivered task finds the row and writes nothing twice."""
+
+    target = models.ForeignKey(Target, on_delete=models.CASCADE, related_name="polls")
+    cycle_at = models.DateTimeField()
+    ok = models.BooleanField()
+    error_kind = models.CharField(max_length=32, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    transient = models.BooleanField(default=False)
+    latency_ms = models.FloatField(null=True)
+    size_bytes = models.PositiveIntegerField(null=True)
+    snapshot = models.JSONField(
+        default=dict, help_text="Canonical counters and histogram buckets, for windowed stats."
+    )
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-cycle_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["target", "cycle_at"], name="one_poll_per_cycle")
+        ]
+        indexes = [models.Index(fields=["target", "-cycle_at"], name="poll_target_recent")]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.target_id} at {self.cycle_at:%H:%M:%S}: {'ok' if self.ok else self.error_kind}"
+        )
+
+
+class Observation(models.Model):
+    """One value of one signal at one time: the narrow table charts and evaluation read."""
+
+    target = models.ForeignKey(Target, on_delete=models.CASCADE, related_name="observations")
+    taken_at = models.DateTimeField()
+    signal = models.CharField(max_length=64)
+    labels = models.CharField(max_length=200, blank=True)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["target", "signal", "labels", "taken_at"], name="one_value_per_series_time"
+            )
+        ]
+        # The unique constraint's index (target, signal, labels, taken_at) also serves the
+        # chart and evaluation queries, which filter by target and signal over a time range.
+
+    def __str__(self) -> str:
+        return f"{self.signal}{{{self.labels}}} = {self.value:g} at {self.taken_at:%H:%M:%S}"

@@ -1,0 +1,50 @@
+"""Fetch many HTTP targets at once, each within its own bounds.
+
+One event loop and one bounded connection pool per batch: a worker polls
+hundreds of endpoints per cycle concurrently, and one hung endpoint costs one
+timeout, not the cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from probes.net import FetchPolicy, FetchResult, ProbeError, afetch, guarded_async_client
+
+
+@dataclass(frozen=True)
+class Fetched:
+    key: str
+    result: FetchResult | None
+    error: ProbeError | None
+    latency_s: float
+
+
+async def _fetch_all(
+    requests: Sequence[tuple[str, str]], policy: FetchPolicy, concurrency: int
+) -> list[Fetched]:
+    gate = asyncio.Semaphore(concurrency)
+    async with guarded_async_client(policy, max_connections=concurrency) as client:
+
+        async def one(key: str, url: str) -> Fetched:
+            async with gate:
+                started = time.monotonic()
+                try:
+                    result = await afetch(client, url, policy)
+                except ProbeError as exc:
+                    return Fetched(key, None, exc, time.monotonic() - started)
+                return Fetched(key, result, None, time.monotonic() - started)
+
+        return list(await asyncio.gather(*(one(key, url) for key, url in requests)))
+
+
+def fetch_all(
+    requests: Sequence[tuple[str, str]], policy: FetchPolicy, *, concurrency: int = 64
+) -> list[Fetched]:
+    """Fetch ``(key, url)`` pairs concurrently; results come back in request order."""
+    if not requests:
+        return []
+    return asyncio.run(_fetch_all(requests, policy, concurrency))

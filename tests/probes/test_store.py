@@ -1,0 +1,95 @@
+"""Claims and idempotent writes: what makes a redelivered poll harmless."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from investigations.models import Deployment
+from probes.cycles import cycle_start
+from probes.models import Observation, Poll, Target, TargetKind
+from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
+
+CYCLE = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def targets(team):
+    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    return [
+        Target.objects.create(
+            deployment=deployment, kind=TargetKind.ENGINE, url=f"http://127.0.0.1:81{i}/metrics"
+        )
+        for i in range(3)
+    ]
+
+
+def test_cycles_are_a_shared_grid():
+    assert cycle_start(datetime(2026, 1, 1, 0, 0, 7, 900, tzinfo=UTC), 5) == datetime(
+        2026, 1, 1, 0, 0, 5, tzinfo=UTC
+    )
+    with pytest.raises(ValueError):
+        cycle_start(CYCLE, 0)
+
+
+def test_a_claim_is_exclusive_until_its_lease_runs_out(targets):
+    ids = [t.pk for t in targets]
+    now = CYCLE
+    assert set(claim_targets(ids, "task-a", lease=timedelta(seconds=90), now=now)) == set(ids)
+    assert claim_targets(ids, "task-b", lease=timedelta(seconds=90), now=now) == []
+    later = now + timedelta(seconds=91)
+    assert set(claim_targets(ids, "task-b", lease=timedelta(seconds=90), now=later)) == set(ids)
+
+
+def test_a_redelivered_task_keeps_its_own_claim(targets):
+    ids = [t.pk for t in targets]
+    claim_targets(ids, "task-a", lease=timedelta(seconds=90), now=CYCLE)
+    again = claim_targets(ids, "task-a", lease=timedelta(seconds=90), now=CYCLE)
+    assert set(again) == set(ids)
+    release_targets(ids, "task-a")
+    assert Target.objects.filter(claim_task="").count() == 3
+
+
+def _outcomes(targets, value=1.0):
+    return [
+        PollOutcome(
+            target_id=t.pk,
+            ok=True,
+            latency_s=0.004,
+            size_bytes=1200,
+            snapshot={"counters": {"preemptions_total": 3}},
+            observations=[("requests_waiting", "", value), ("kv_cache_usage", "engine=0", 0.94)],
+        )
+        for t in targets
+    ]
+
+
+def test_recording_a_cycle_twice_writes_each_row_once(targets):
+    assert record_cycle(CYCLE, _outcomes(targets)) == 3
+    assert record_cycle(CYCLE, _outcomes(targets, value=99.0)) == 0
+    assert Poll.objects.count() == 3
+    assert Observation.objects.count() == 6
+    # The first write wins: a replay cannot change recorded evidence.
+    assert set(
+        Observation.objects.filter(signal="requests_waiting").values_list("value", flat=True)
+    ) == {1.0}
+    assert already_polled([t.pk for t in targets], CYCLE) == {t.pk for t in targets}
+
+
+def test_failures_are_visible_on_the_target(targets):
+    target = targets[0]
+    outcome = PollOutcome(
+        target_id=target.pk, ok=False, latency_s=3.0, error_kind="timeout",
+        error="timeout: no answer in time", transient=True,
+    )  # fmt: skip
+    record_cycle(CYCLE, [outcome])
+    record_cycle(CYCLE + timedelta(seconds=5), [outcome])
+    target.refresh_from_db()
+    assert target.last_error_kind == "timeout" and target.last_error_transient
+    assert target.consecutive_failures == 2
+    assert target.last_success_at is None
+    record_cycle(CYCLE + timedelta(seconds=10), _outcomes([target]))
+    target.refresh_from_db()
+    assert target.consecutive_failures == 0 and target.last_success_at is not None
+    assert target.last_size_bytes == 1200
