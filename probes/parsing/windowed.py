@@ -1,0 +1,223 @@
+"""Windowed statistics over consecutive scrapes, with Prometheus's exact semantics.
+
+Atlas polls engines itself, so there is often no Prometheus to ask; but operators compare
+what Atlas shows with their Grafana panels, so ``rate``/``increase`` and
+``histogram_quantile(q, rate(x_bucket[w]))`` must give the numbers Prometheus gives.
+
+Ported from prometheus/prometheus (read at commit d15adb9, 2026-08):
+
+* ``promql/functions.go`` ``extrapolatedRate`` (float samples, no start-timestamp
+  support): counter resets add the pre-reset value; extrapolate to each window edge when
+  the gap is below 1.1x the average sample interval, else by half an interval; counters are
+  not extrapolated below zero. Since v3.6 the zero clamp is applied *after* the
+  half-interval cap (before v3.6 it came first); both orders agree unless the counter's
+  zero point falls between the two candidate start points.
+* ``promql/quantile.go`` ``BucketQuantile``: sort by ``le``; +Inf required; coalesce equal
+  bounds; force monotonicity, silently equalising relative deltas < 1e-12 (added in v2.49;
+  earlier versions only forced monotonicity); rank in the +Inf bucket returns the
+  second-highest bound; lowest bucket interpolates from 0 unless its bound is <= 0.
+
+Timestamps are seconds (float) and are rounded to milliseconds, as Prometheus stores them,
+so the arithmetic is the same to the last bit. Range selection is left-open
+``(t - range, t]`` as in Prometheus 3.x (2.x included the left edge).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "Point",
+    "bucket_quantile",
+    "delta",
+    "histogram_quantile_over_window",
+    "increase",
+    "rate",
+    "select_window",
+]
+
+Point = tuple[float, float]
+SMALL_DELTA_TOLERANCE = 1e-12
+_MIN_NORMAL = 2.2250738585072014e-308
+
+
+def _ms(t: float) -> int:
+    return round(t * 1000)
+
+
+def select_window(points: Sequence[Point], range_s: float, eval_time: float) -> list[Point]:
+    """Points in ``(eval_time - range_s, eval_time]``, in time order."""
+    start, end = _ms(eval_time) - _ms(range_s), _ms(eval_time)
+    return sorted((p for p in points if start < _ms(p[0]) <= end), key=lambda p: p[0])
+
+
+def _extrapolated(
+    points: Sequence[Point],
+    range_s: float,
+    eval_time: float,
+    is_counter: bool,
+    is_rate: bool,
+    clamp_first: bool = False,
+) -> float | None:
+    window = select_window(points, range_s, eval_time)
+    if len(window) < 2:
+        return None
+    range_end = _ms(eval_time)
+    range_start = range_end - _ms(range_s)
+    first_t, first_v = _ms(window[0][0]), window[0][1]
+    last_t, last_v = _ms(window[-1][0]), window[-1][1]
+    result = last_v - first_v
+    if is_counter:
+        prev = first_v
+        for _, value in window[1:]:
+            if value < prev:
+                result += prev
+            prev = value
+    to_start = (first_t - range_start) / 1000
+    to_end = (range_end - last_t) / 1000
+    sampled = (last_t - first_t) / 1000
+    average = sampled / (len(window) - 1)
+    threshold = average * 1.1
+    if clamp_first:
+        if is_counter and result > 0 and first_v >= 0:
+            to_start = min(to_start, sampled * (first_v / result))
+        if to_start >= threshold:
+            to_start = average / 2
+    else:
+        if to_start >= threshold:
+            to_start = average / 2
+        if is_counter and result > 0 and first_v >= 0:
+            to_start = min(to_start, sampled * (first_v / result))
+    if to_end >= threshold:
+        to_end = average / 2
+    factor = (sampled + to_start + to_end) / sampled if sampled != 0 else 1.0
+    if is_rate:
+        factor /= _ms(range_s) / 1000
+    return result * factor
+
+
+def increase(
+    points: Sequence[Point], range_s: float, eval_time: float, *, before_v3_6: bool = False
+) -> float | None:
+    """PromQL ``increase(x[range])`` at ``eval_time``; None where Prometheus has no sample.
+
+    ``before_v3_6`` reproduces older servers' order of the zero clamp (see module doc), for
+    comparing with a Prometheus that an operator actually runs.
+    """
+    return _extrapolated(points, range_s, eval_time, True, False, before_v3_6)
+
+
+def rate(
+    points: Sequence[Point], range_s: float, eval_time: float, *, before_v3_6: bool = False
+) -> float | None:
+    """PromQL ``rate(x[range])`` at ``eval_time``; None where Prometheus has no sample."""
+    return _extrapolated(points, range_s, eval_time, True, True, before_v3_6)
+
+
+def delta(points: Sequence[Point], range_s: float, eval_time: float) -> float | None:
+    """PromQL ``delta(g[range])`` for gauges: no reset handling, may be negative."""
+    return _extrapolated(points, range_s, eval_time, is_counter=False, is_rate=False)
+
+
+def _almost_equal(a: float, b: float, epsilon: float) -> bool:
+    if math.isnan(a) and math.isnan(b):
+        return True
+    if a == b:
+        return True
+    abs_sum = abs(a) + abs(b)
+    diff = abs(a - b)
+    if a == 0 or b == 0 or abs_sum < _MIN_NORMAL:
+        return diff < epsilon * _MIN_NORMAL
+    return diff / min(abs_sum, 1.7976931348623157e308) < epsilon
+
+
+def bucket_quantile(
+    q: float, buckets: Sequence[tuple[float, float]], *, ignore_small_deltas: bool = True
+) -> float:
+    """PromQL ``histogram_quantile`` over classic buckets ``(le, cumulative count)``.
+
+    ``ignore_small_deltas=False`` is the pre-2.49 monotonicity fix (running maximum only).
+    """
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if not buckets:
+        return math.nan
+    ordered = sorted(buckets, key=lambda b: b[0])
+    if ordered[-1][0] != math.inf:
+        return math.nan
+    coalesced: list[list[float]] = []
+    for bound, count in ordered:
+        if coalesced and coalesced[-1][0] == bound:
+            coalesced[-1][1] += count
+        else:
+            coalesced.append([bound, count])
+    prev = coalesced[0][1]
+    for b in coalesced[1:]:
+        curr = b[1]
+        if curr == prev:
+            continue
+        if curr < prev or (
+            ignore_small_deltas and _almost_equal(prev, curr, SMALL_DELTA_TOLERANCE)
+        ):
+            b[1] = prev
+            continue
+        prev = curr
+    if len(coalesced) < 2:
+        return math.nan
+    observations = coalesced[-1][1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    # sort.Search over all but the +Inf bucket: first index with count >= rank.
+    idx = len(coalesced) - 1
+    for i in range(len(coalesced) - 1):
+        if coalesced[i][1] >= rank:
+            idx = i
+            break
+    if idx == len(coalesced) - 1:
+        return coalesced[-2][0]
+    if idx == 0 and coalesced[0][0] <= 0:
+        return coalesced[0][0]
+    start = 0.0
+    end, count = coalesced[idx]
+    if idx > 0:
+        start = coalesced[idx - 1][0]
+        count -= coalesced[idx - 1][1]
+        rank -= coalesced[idx - 1][1]
+    return start + (end - start) * _go_div(rank, count)
+
+
+def _go_div(a: float, b: float) -> float:
+    """IEEE division as in Go (q=0 on an empty lowest bucket gives 0/0 = NaN, not a crash)."""
+    if b != 0:
+        return a / b
+    if a == 0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def histogram_quantile_over_window(
+    q: float,
+    bucket_points: Mapping[float, Sequence[Point]],
+    range_s: float,
+    eval_time: float,
+    *,
+    before_v3_6: bool = False,
+) -> float:
+    """``histogram_quantile(q, rate(x_bucket[range]))`` from each bucket's raw points.
+
+    ``bucket_points`` maps ``le`` to that bucket counter's points. A bucket whose rate is
+    undefined (fewer than two points in the window) is absent, exactly as in PromQL; if
+    that is the +Inf bucket the result is NaN.
+    """
+    rates = []
+    for bound, points in bucket_points.items():
+        r = rate(points, range_s, eval_time, before_v3_6=before_v3_6)
+        if r is not None:
+            rates.append((float(bound), r))
+    return bucket_quantile(q, rates, ignore_small_deltas=True)

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probes.parsing.windowed import bucket_quantile, delta, increase, rate, select_window
+
+INF = math.inf
+
+
+def test_quantile_edge_cases_follow_promql():
+    b = [(0.1, 10.0), (0.5, 20.0), (INF, 30.0)]
+    assert math.isnan(bucket_quantile(math.nan, b))
+    assert bucket_quantile(-0.1, b) == -INF
+    assert bucket_quantile(1.1, b) == INF
+    assert math.isnan(bucket_quantile(0.5, []))
+    assert math.isnan(bucket_quantile(0.5, [(0.1, 1.0), (0.5, 2.0)]))  # no +Inf
+    assert math.isnan(bucket_quantile(0.5, [(0.1, 0.0), (INF, 0.0)]))  # no observations
+    assert math.isnan(bucket_quantile(0.5, [(INF, 5.0)]))  # fewer than two buckets
+    assert bucket_quantile(0.99, b) == 0.5  # rank in +Inf bucket: second-highest bound
+    assert bucket_quantile(0.25, b) == pytest.approx(0.075)  # lowest bucket starts at 0
+    assert bucket_quantile(0.5, b) == pytest.approx(0.1 + 0.4 * 5 / 10)
+    assert bucket_quantile(0.1, [(-1.0, 5.0), (INF, 10.0)]) == -1.0
+    # unsorted input, duplicate bounds coalesced, non-monotonic counts fixed
+    assert bucket_quantile(0.5, [(INF, 30.0), (0.5, 20.0), (0.1, 10.0)]) == bucket_quantile(0.5, b)
+    assert bucket_quantile(0.5, [(0.1, 4.0), (0.1, 6.0), (0.5, 20.0), (INF, 30.0)]) == (
+        bucket_quantile(0.5, b)
+    )
+    assert math.isnan(bucket_quantile(0.0, [(1.0, 0.0), (INF, 1.0)]))  # Go's 0/0
+    assert bucket_quantile(0.5, [(0.1, 10.0), (0.5, 5.0), (INF, 20.0)]) == bucket_quantile(
+        0.5, [(0.1, 10.0), (0.5, 10.0), (INF, 20.0)]
+    )
+
+
+def test_rate_extrapolation_and_reset():
+    pts = [(float(t), 100.0 + 10 * t) for t in range(1, 11)]  # every 1 s, 10/s
+    assert increase(pts, 10, 10.5) == pytest.approx(90 * (9 + 0.5 + 0.5) / 9)
+    assert rate(pts, 10, 10.5) == increase(pts, 10, 10.5) / 10
+    reset = [(1.0, 50.0), (2.0, 60.0), (3.0, 5.0), (4.0, 15.0)]
+    assert increase(reset, 4, 4.0) == pytest.approx((15 - 50 + 60) * (3 + 1 + 0) / 3)
+    # gap to window start beyond 1.1x interval: extrapolate half an interval only
+    assert increase([(8.0, 10.0), (9.0, 20.0), (10.0, 30.0)], 10, 10.0) == 20 * 2.5 / 2
+    # zero clamp: a counter starting at 0 is not extrapolated below zero
+    assert increase([(1.0, 0.0), (2.0, 10.0)], 2, 2.0) == 10.0
+    assert rate([(1.0, 5.0)], 10, 2.0) is None
+    assert delta([(1.0, 10.0), (2.0, 4.0)], 2, 2.0) == -12.0
+
+
+def test_select_window_is_left_open():
+    pts = [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]
+    assert select_window(pts, 2, 2.0) == [(1.0, 2.0), (2.0, 3.0)]
+
+
+def test_zero_clamp_order_differs_between_versions():
+    pts = [(5.0, 2.0), (6.0, 12.0), (7.0, 22.0)]  # starts mid-window, zero point at 4.8
+    new, old = increase(pts, 10, 7.0), increase(pts, 10, 7.0, before_v3_6=True)
+    assert new == 20 * (2 + 0.2) / 2
+    assert old == 20 * (2 + 0.2) / 2  # here both agree (to_zero < half interval)
+    pts = [(5.0, 8.0), (6.0, 18.0), (7.0, 28.0)]  # zero point 0.8 s back: the orders differ
+    assert increase(pts, 10, 7.0) == 20 * (2 + 0.5) / 2
+    assert increase(pts, 10, 7.0, before_v3_6=True) == pytest.approx(20 * (2 + 0.8) / 2)
+
+
+bucket_lists = st.lists(
+    st.tuples(st.floats(-10, 100, allow_nan=False), st.floats(0, 1000, allow_nan=False)),
+    min_size=1,
+    max_size=8,
+).map(lambda bs: [*bs, (INF, max(c for _, c in bs) + 1)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(bucket_lists, st.floats(0, 1), st.floats(0, 1))
+def test_quantile_is_monotone_in_q(buckets, q1, q2):
+    lo, hi = sorted((q1, q2))
+    a, b = bucket_quantile(lo, buckets), bucket_quantile(hi, buckets)
+    if not (math.isnan(a) or math.isnan(b)):
+        assert a <= b + 1e-9 * max(1.0, abs(b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 1e9, allow_nan=False), min_size=2, max_size=30),
+    st.floats(0.5, 5),
+    st.floats(1, 60),
+)
+def test_counter_rate_never_negative_even_with_resets(values, step, window):
+    pts = [(1000 + i * step, v) for i, v in enumerate(values)]
+    end = pts[-1][0] + step / 3
+    r = rate(pts, window, end)
+    assert r is None or r >= 0
+    inc = increase(pts, window, end, before_v3_6=True)
+    assert inc is None or inc >= 0
