@@ -206,6 +206,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ATLAS_HEARTBEAT_SECONDS),
         "options": {"expires": float(ATLAS_HEARTBEAT_SECONDS)},
     },
+    "dispatch-polls": {
+        "task": "probes.dispatch_polls",
+        "schedule": 2.0,  # finer than any poll interval; due_polls skips polled cycles
+        "options": {"expires": 2.0},
+    },
 }
 
 # --- Probes -------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ DEFAULT_ALLOWED: tuple[IPNetwork, ...] = (
     ipaddress.ip_network("::1/128"),
 )
 ALLOWED_SCHEMES = ("http", "https")
+# Response headers a probe may use; everything else is dropped with the response.
+KEPT_HEADERS = ("content-type", "x-log-next-offset", "x-log-start-offset")
 
 
 class ProbeError(Exception):
@@ -88,6 +90,7 @@ class FetchResult:
     content_type: str
     body: bytes
     elapsed_s: float
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -323,6 +326,7 @@ def fetch(client: httpx.Client, url: str, policy: FetchPolicy) -> FetchResult:
                     content_type=response.headers.get("content-type", ""),
                     body=body,
                     elapsed_s=time.monotonic() - started,
+                    headers=_kept(response),
                 )
         raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
     except Exception as exc:  # every transport failure becomes a ProbeError
@@ -363,12 +367,17 @@ async def _afetch(client, url, policy, started) -> FetchResult:
                     content_type=response.headers.get("content-type", ""),
                     body=b"".join(chunks),
                     elapsed_s=time.monotonic() - started,
+                    headers=_kept(response),
                 )
         raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
     except (TimeoutError, asyncio.CancelledError):
         raise
     except Exception as exc:  # every transport failure becomes a ProbeError
         raise _translate(exc) from None
+
+
+def _kept(response: httpx.Response) -> dict[str, str]:
+    return {name: response.headers[name][:200] for name in KEPT_HEADERS if name in response.headers}
 
 
 def _too_large(policy: FetchPolicy) -> ProbeError:

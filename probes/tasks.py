@@ -1,18 +1,35 @@
-"""Probe tasks: thin wrappers that take ids and primitives and write idempotently."""
+"""Probe tasks: thin wrappers that take ids and primitives and write idempotently.
+
+``dispatch_polls`` (beat, every few seconds) enqueues one ``poll_deployment`` per
+deployment with an open investigation and a due cycle. ``poll_deployment`` claims
+the deployment's HTTP targets, fetches them concurrently, turns bodies into
+observations and stores the cycle under the (target, cycle) unique key.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from datetime import datetime, timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from probes.models import WorkerHeartbeat
+from probes import observe
+from probes.collect import fetch_all
+from probes.dispatch import due_polls
+from probes.models import HTTP_KINDS, Poll, Target, TargetKind, WorkerHeartbeat
+from probes.parsing.exposition import ExpositionError
+from probes.policy import fetch_policy
+from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
 
+log = logging.getLogger(__name__)
 HEARTBEAT_RETENTION = timedelta(days=1)
+WINDOW_S = 60.0
+LOG_READ_LIMIT = 1 << 20
 
 
 @shared_task(name="probes.record_heartbeat", bind=True)
@@ -30,3 +47,119 @@ def record_heartbeat(self, tick: str | None = None, sent_at: str | None = None) 
         )
     # Keep the table small: liveness only ever looks at the last few minutes.
     WorkerHeartbeat.objects.filter(recorded_at__lt=timezone.now() - HEARTBEAT_RETENTION).delete()
+
+
+@shared_task(name="probes.dispatch_polls")
+def dispatch_polls() -> int:
+    """Enqueue the due polls; returns how many were enqueued."""
+    count = 0
+    for due in due_polls(timezone.now()):
+        if due.has_http_targets:
+            poll_deployment.apply_async(
+                args=[str(due.deployment_id), due.cycle_at.isoformat()],
+                expires=2 * due.interval_s,  # a stale cycle is worth nothing
+            )
+            count += 1
+    return count
+
+
+@shared_task(name="probes.poll_deployment", bind=True)
+def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
+    """Poll one deployment's HTTP targets for one cycle. Idempotent under redelivery."""
+    cycle = datetime.fromisoformat(cycle_at)
+    ids = list(
+        Target.objects.filter(
+            deployment_id=deployment_id, enabled=True, kind__in=HTTP_KINDS
+        ).values_list("pk", flat=True)
+    )
+    task_id = self.request.id or f"local-{uuid.uuid4()}"
+    lease = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    held = claim_targets(ids, task_id, lease=lease)
+    try:
+        todo = set(held) - already_polled(held, cycle)
+        return poll_targets(list(Target.objects.filter(pk__in=todo)), cycle)
+    finally:
+        release_targets(held, task_id)
+
+
+def poll_targets(targets: list[Target], cycle: datetime) -> int:
+    """Fetch, observe and store one cycle for these targets (the claim is the caller's)."""
+    if not targets:
+        return 0
+    policy = fetch_policy()
+    requests = [(str(t.pk), _url(t)) for t in targets]
+    fetched = {f.key: f for f in fetch_all(requests, policy)}
+    history = _history(targets, cycle)
+    outcomes = [_outcome(t, fetched[str(t.pk)], history.get(t.pk, []), cycle) for t in targets]
+    return record_cycle(cycle, outcomes)
+
+
+def _url(target: Target) -> str:
+    if target.kind == TargetKind.LOG_HTTP:
+        sep = "&" if "?" in target.url else "?"
+        return f"{target.url}{sep}offset={target.log_offset}&limit={LOG_READ_LIMIT}"
+    return target.url
+
+
+def _history(targets: list[Target], cycle: datetime) -> dict:
+    """Earlier snapshots inside the window, oldest first, for windowed statistics."""
+    since = cycle - timedelta(seconds=WINDOW_S + 1)
+    rows = (
+        Poll.objects.filter(target__in=targets, ok=True, cycle_at__gte=since, cycle_at__lt=cycle)
+        .order_by("cycle_at")
+        .values_list("target_id", "cycle_at", "snapshot")
+    )
+    history: dict = {}
+    for target_id, at, snapshot in rows:
+        history.setdefault(target_id, []).append((at.timestamp(), snapshot))
+    return history
+
+
+def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOutcome:
+    base = {"target_id": target.pk, "latency_s": fetched.latency_s}
+    if fetched.error is not None:
+        error = fetched.error
+        return PollOutcome(
+            **base, ok=False, error_kind=error.kind, error=str(error), transient=error.transient
+        )
+    body = fetched.result.body
+    base["size_bytes"] = len(body)
+    try:
+        if target.kind == TargetKind.ENGINE:
+            seen = observe.observe_engine(body, history, cycle.timestamp(), WINDOW_S)
+        elif target.kind == TargetKind.DCGM:
+            seen = observe.observe_dcgm(body)
+        elif target.kind == TargetKind.LOG_HTTP:
+            return _log_outcome(target, fetched, history, cycle, base)
+        else:
+            return PollOutcome(
+                **base,
+                ok=False,
+                error_kind="unsupported",
+                error=f"{target.get_kind_display()} is not polled by this version",
+            )
+    except ExpositionError as exc:
+        return PollOutcome(**base, ok=False, error_kind="malformed", error=str(exc)[:500])
+    return PollOutcome(**base, ok=True, snapshot=seen.snapshot, observations=seen.observations)
+
+
+def _log_outcome(target, fetched, history, cycle, base) -> PollOutcome:
+    # The follower state (partial line, warm-up seen) continues from the last good poll,
+    # however long ago: "captured after warm-up" must survive a gap in polling.
+    previous = (
+        Poll.objects.filter(target=target, ok=True, cycle_at__lt=cycle)
+        .order_by("-cycle_at")
+        .values_list("snapshot", flat=True)
+        .first()
+    ) or {}
+    state = observe.state_from_json(previous.get("follower"))
+    state, seen = observe.observe_log(state, fetched.result.body, cycle)
+    header = fetched.result.headers.get("x-log-next-offset")
+    try:
+        next_offset = int(header) if header is not None else target.log_offset + base["size_bytes"]
+    except ValueError:
+        next_offset = target.log_offset + base["size_bytes"]
+    return PollOutcome(
+        **base, ok=True, snapshot=seen.snapshot, observations=seen.observations,
+        log_offset=max(target.log_offset, next_offset),
+    )  # fmt: skip

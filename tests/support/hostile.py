@@ -41,6 +41,18 @@ class _Handler(socketserver.StreamRequestHandler):
         self._head("200 OK", {"Content-Type": "text/plain"}, len(body))
         self.wfile.write(body)
 
+    def do_metrics(self, path: str) -> None:
+        body = (
+            b"# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            b"# TYPE vllm:num_requests_waiting gauge\n"
+            b'vllm:num_requests_waiting{engine="0",model_name="atlas-70b"} 47.0\n'
+            b"# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+            b"# TYPE vllm:kv_cache_usage_perc gauge\n"
+            b'vllm:kv_cache_usage_perc{engine="0",model_name="atlas-70b"} 0.94\n'
+        )
+        self._head("200 OK", {"Content-Type": "text/plain; version=0.0.4"}, len(body))
+        self.wfile.write(body)
+
     def do_hang(self, path: str) -> None:
         STOP.wait(30)  # accept, then say nothing
 

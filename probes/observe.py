@@ -1,0 +1,206 @@
+"""From a fetched body to what is stored: a snapshot (for windowed statistics on later
+cycles) and observations (the values charts and evaluation read).
+
+Pure functions. Windowed values are computed the way Prometheus would compute
+``rate(x[w])`` and ``histogram_quantile(q, rate(x_bucket[w]))``, from this cycle's
+snapshot plus the snapshots of earlier cycles in the window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from probes.parsing import dcgm, engine, logevents, windowed
+from probes.parsing.exposition import Labels, parse_exposition
+
+QUANTILES = (0.5, 0.95, 0.99)
+Observation = tuple[str, str, float]  # (signal, labels, value)
+
+
+@dataclass(frozen=True)
+class Observed:
+    snapshot: dict
+    observations: tuple[Observation, ...]
+
+
+def label_text(labels: Labels) -> str:
+    """Stable, readable series labels: ``engine=0,tp_rank=1`` (sorted by name)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels))[:200]
+
+
+def _le_key(bound: float) -> str:
+    return "+Inf" if math.isinf(bound) else repr(bound)
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def engine_snapshot(signals: engine.EngineSignals) -> dict:
+    """JSON-safe (no NaN/Inf literals: PostgreSQL's jsonb refuses them)."""
+    return {
+        "flavour": signals.flavour,
+        "gauges": {k: g.value for k, g in signals.gauges.items() if _finite(g.value)},
+        "counters": {k: c.value for k, c in signals.counters.items() if _finite(c.value)},
+        "histograms": {
+            key: {
+                "buckets": [[_le_key(le), count] for le, count in h.buckets],
+                "count": h.count if _finite(h.count) else None,
+                "sum": h.sum if _finite(h.sum) else None,
+            }
+            for key, h in signals.histograms.items()
+            if h.buckets
+        },
+        "problems": list(signals.problems)[:20],
+    }
+
+
+def engine_observations(
+    signals: engine.EngineSignals,
+    snapshot: dict,
+    history: Sequence[tuple[float, dict]],
+    now_ts: float,
+    window_s: float,
+) -> list[Observation]:
+    """Gauges as read, per-rank gauges with their labels, counter rates and histogram
+    quantiles over the window (``history``: earlier (timestamp, snapshot) pairs)."""
+    out: list[Observation] = []
+    for key, gauge in signals.gauges.items():
+        if _finite(gauge.value):
+            out.append((key, "", gauge.value))
+        if len(gauge.per_rank) > 1:
+            out.extend(
+                (key, label_text(labels), value)
+                for labels, value in gauge.per_rank
+                if _finite(value)
+            )
+    series = [*history, (now_ts, snapshot)]
+    for key in snapshot["counters"]:
+        points = [(ts, snap["counters"][key]) for ts, snap in series if key in snap["counters"]]
+        value = windowed.rate(points, window_s, now_ts)
+        if _finite(value):
+            out.append((f"{key.removesuffix('_total')}_rate", "", value))
+    for key in snapshot["histograms"]:
+        bucket_points: dict[float, list[tuple[float, float]]] = {}
+        count_points, sum_points = [], []
+        for ts, snap in series:
+            other = snap["histograms"].get(key)
+            if not other:
+                continue
+            for le, count in other["buckets"]:
+                bucket_points.setdefault(float(le), []).append((ts, count))
+            if other["count"] is not None and other["sum"] is not None:
+                count_points.append((ts, other["count"]))
+                sum_points.append((ts, other["sum"]))
+        for q in QUANTILES:
+            value = windowed.histogram_quantile_over_window(q, bucket_points, window_s, now_ts)
+            if _finite(value):
+                out.append((f"{key}_p{round(q * 100)}", "", value))
+        count_rate = windowed.rate(count_points, window_s, now_ts)
+        sum_rate = windowed.rate(sum_points, window_s, now_ts)
+        if _finite(count_rate) and _finite(sum_rate) and count_rate > 0:
+            out.append((f"{key}_mean", "", sum_rate / count_rate))
+        if _finite(count_rate):
+            out.append((f"{key}_count_rate", "", count_rate))
+    return out
+
+
+def observe_engine(
+    body: bytes, history: Sequence[tuple[float, dict]], now_ts: float, window_s: float
+) -> Observed:
+    """Parse an engine /metrics body. Raises ``ExpositionError`` for unusable text."""
+    signals = engine.engine_signals(parse_exposition(body))
+    snapshot = engine_snapshot(signals)
+    observations = engine_observations(signals, snapshot, history, now_ts, window_s)
+    return Observed(snapshot, tuple(observations))
+
+
+def observe_dcgm(body: bytes) -> Observed:
+    """Per-GPU fields with ``gpu``/``host`` labels; sentinel values are already missing."""
+    records = dcgm.gpu_records(parse_exposition(body))
+    out: list[Observation] = []
+    for record in records:
+        labels = f"gpu={record.gpu}" + (f",host={record.hostname}" if record.hostname else "")
+        out.extend(
+            (f"gpu_{field}", labels, value)
+            for field, value in record.fields.items()
+            if _finite(value)
+        )
+        used = record.fb_used_fraction
+        if _finite(used):
+            out.append(("gpu_fb_used_fraction", labels, used))
+        if record.clock_events:
+            out.append(("gpu_clock_events", labels, float(len(record.clock_events))))
+    snapshot = {
+        "gpus": [
+            {"gpu": r.gpu, "host": r.hostname, "clock_events": list(r.clock_events)}
+            for r in records
+        ]
+    }
+    return Observed(snapshot, tuple(out))
+
+
+def observe_log(
+    state: logevents.FollowerState, chunk: bytes, now: datetime
+) -> tuple[logevents.FollowerState, Observed]:
+    """Events from the new log bytes: counts per kind this cycle, plus stats-line numbers.
+
+    The follower state (carry-over partial line, warm-up flag) travels in the snapshot
+    so the next cycle continues where this one stopped.
+    """
+    state, events = logevents.feed(state, chunk, now)
+    counts: dict[str, int] = {}
+    out: list[Observation] = []
+    kept = []
+    for event in events:
+        kind = event.kind
+        if kind == "cuda_graph_capture_finished" and event.values.get("after_warmup"):
+            kind = "cuda_graph_capture_after_warmup"
+        counts[kind] = counts.get(kind, 0) + 1
+        if event.kind == "stats":
+            out.extend(
+                (f"log_stats_{name}", "", float(value))
+                for name, value in event.values.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            )
+        if len(kept) < 50:
+            kept.append(
+                {
+                    "kind": kind,
+                    "at": event.timestamp.isoformat() if event.timestamp else None,
+                    "text": event.text[:300],
+                    "values": {
+                        k: v for k, v in event.values.items() if isinstance(v, str | int | float)
+                    },
+                }
+            )
+    out.extend(("log_events", f"kind={kind}", float(n)) for kind, n in sorted(counts.items()))
+    snapshot = {"follower": _state_to_json(state), "events": kept}
+    return state, Observed(snapshot, tuple(dict.fromkeys(out)))
+
+
+def _state_to_json(state: logevents.FollowerState) -> dict:
+    return {
+        "carry": state.carry.decode("latin-1"),
+        "line_no": state.line_no,
+        "discarding": state.discarding,
+        "started": state.started,
+        "warm": state.warm,
+        "capturing": state.capturing,
+    }
+
+
+def state_from_json(data: Mapping | None) -> logevents.FollowerState:
+    if not data:
+        return logevents.FollowerState()
+    return logevents.FollowerState(
+        carry=str(data.get("carry", "")).encode("latin-1")[-logevents.MAX_LINE :],
+        line_no=int(data.get("line_no", 0)),
+        discarding=bool(data.get("discarding", False)),
+        started=bool(data.get("started", False)),
+        warm=bool(data.get("warm", False)),
+        capturing=bool(data.get("capturing", False)),
+    )

@@ -1,0 +1,93 @@
+"""Bodies become snapshots and observations, with windowed values over earlier snapshots."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from probes import observe
+from probes.parsing.exposition import ExpositionError
+from probes.parsing.logevents import FollowerState
+from tests.support.samples import METRICS, samples_absent
+
+pytestmark = pytest.mark.skipif(samples_absent(METRICS), reason="shared samples not mounted")
+
+VLLM_V0 = METRICS / "vllm_v0_aibrix_docs_qwen25-coder-1.5b_truncated.prom"
+SGLANG = METRICS / "sglang_v0.4_docs_llama31-8b_under_load.prom"
+DCGM = METRICS / "dcgm_exporter_tesla-t4_datadog_fixture.prom"
+
+
+def _scaled(text: str, factor: float) -> bytes:
+    """The same scrape later: every counter and bucket grew by ``factor``."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            lines.append(line)
+            continue
+        series, _, value = line.rpartition(" ")
+        name = series.split("{", 1)[0]
+        if name.endswith(("_bucket", "_total", "_count", "_sum")):
+            value = repr(float(value) * factor)
+        lines.append(f"{series} {value}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_the_snapshot_is_valid_json_for_postgres():
+    seen = observe.observe_engine(SGLANG.read_bytes(), [], 1000.0, 60.0)
+    text = json.dumps(seen.snapshot, allow_nan=False)  # jsonb refuses NaN/Infinity
+    assert "+Inf" in text
+    assert seen.snapshot["flavour"] == "sglang"
+
+
+def test_gauges_are_observed_as_read():
+    seen = observe.observe_engine(SGLANG.read_bytes(), [], 1000.0, 60.0)
+    values = {(s, labels): v for s, labels, v in seen.observations}
+    assert values[("requests_running", "")] >= 0
+    assert ("kv_cache_usage", "") in values
+
+
+def test_windowed_quantiles_and_rates_come_from_consecutive_scrapes():
+    text = SGLANG.read_text()
+    first = observe.observe_engine(_scaled(text, 1.0), [], 1000.0, 60.0)
+    later = observe.observe_engine(_scaled(text, 2.0), [(970.0, first.snapshot)], 1000.0, 60.0)
+    signals = {s for s, _, _ in later.observations}
+    assert {"ttft_p50", "ttft_p95", "ttft_p99"} <= signals
+    p50 = {s: v for s, labels, v in later.observations if not labels}
+    assert p50["ttft_p50"] <= p50["ttft_p95"] <= p50["ttft_p99"]
+    # A single scrape has no window: no rates, no quantiles.
+    assert not any(s.endswith("_p95") for s, _, _ in first.observations)
+
+
+def test_the_truncated_histogram_is_not_used():
+    seen = observe.observe_engine(VLLM_V0.read_bytes(), [], 1000.0, 60.0)
+    assert seen.snapshot["flavour"] == "vllm-v0"
+    assert any("+Inf" in problem for problem in seen.snapshot["problems"])
+
+
+def test_garbage_is_an_exposition_error():
+    with pytest.raises(ExpositionError):
+        observe.observe_engine(b"\x00\xff not metrics {{{", [], 1000.0, 60.0)
+
+
+def test_dcgm_fields_are_labelled_per_gpu():
+    seen = observe.observe_dcgm(DCGM.read_bytes())
+    clocks = [(labels, v) for s, labels, v in seen.observations if s == "gpu_sm_clock_mhz"]
+    assert clocks and all(labels.startswith("gpu=") for labels, _ in clocks)
+
+
+def test_log_chunks_continue_across_cycles_and_flag_late_captures():
+    now = datetime(2026, 2, 12, 20, 0, tzinfo=UTC)
+    part1 = (
+        b"(EngineCore_DP0 pid=241) INFO 02-12 19:50:09 [gpu_model_runner.py:3480] "
+        b"Graph capturing finished in 8 secs, took 0.31 GiB\n"
+        b"(EngineCore_DP0 pid=241) INFO 02-12 19:50:10 [core.py:210] init engine (profile, "
+        b"create kv cache, warmup model) took 41.20 s\n(EngineCore_DP0 pid=241) INFO 02-12 19:5"
+    )
+    part2 = b"5:10 [gpu_model_runner.py:3480] Graph capturing finished in 2 secs, took 2.05 GiB\n"
+    state, first = observe.observe_log(FollowerState(), part1, now)
+    state = observe.state_from_json(json.loads(json.dumps(first.snapshot))["follower"])
+    state, second = observe.observe_log(state, part2, now)
+    assert ("log_events", "kind=cuda_graph_capture_finished", 1.0) in first.observations
+    assert ("log_events", "kind=cuda_graph_capture_after_warmup", 1.0) in second.observations

@@ -1,0 +1,59 @@
+"""The poll task end to end in-process: claim, fetch over real HTTP, observe, store once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from investigations.models import Deployment, Investigation
+from probes.models import Observation, Poll, Target, TargetKind
+from probes.tasks import dispatch_polls, poll_deployment
+from tests.support.hostile import hostile_server
+
+CYCLE = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def deployment(team):
+    return Deployment.objects.create(team=team, name="atlas-staging")
+
+
+@pytest.fixture
+def server():
+    with hostile_server() as base:
+        yield base
+
+
+def _target(deployment, url, kind=TargetKind.ENGINE):
+    return Target.objects.create(deployment=deployment, kind=kind, url=url)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_is_stored_once_even_when_the_task_runs_twice(deployment, server, settings):
+    settings.ATLAS_PROBE_TIMEOUT = 2
+    good = _target(deployment, server + "/metrics")
+    hung = _target(deployment, server + "/hang")
+    huge = _target(deployment, server + "/redirect-metadata")
+    poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-1")
+    poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-1")
+    assert Poll.objects.filter(cycle_at=CYCLE).count() == 3
+    assert Poll.objects.get(target=good).ok
+    values = dict(Observation.objects.filter(target=good).values_list("signal", "value"))
+    assert values == {"requests_waiting": 47.0, "kv_cache_usage": 0.94}
+    for target, kind in ((hung, "timeout"), (huge, "redirect")):
+        target.refresh_from_db()
+        assert target.last_error_kind == kind
+        assert target.consecutive_failures == 1
+    # Claims are released when the task ends.
+    assert not Target.objects.exclude(claim_task="").exists()
+
+
+@pytest.mark.django_db
+def test_only_deployments_with_an_open_investigation_are_dispatched(
+    deployment, server, mocker=None
+):
+    _target(deployment, server + "/ok")
+    assert dispatch_polls.apply().get() == 0
+    Investigation.objects.create(team=deployment.team, deployment=deployment, symptom="high-ttft")
+    assert dispatch_polls.apply().get() == 1
