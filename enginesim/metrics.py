@@ -1,0 +1,51 @@
+"""Counters and histograms of one engine process (they reset when the process restarts)."""
+
+from __future__ import annotations
+
+from enginesim.exposition import buckets as B
+from enginesim.histogram import Histogram
+
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+
+
+class EngineMetrics:
+    """Plain attributes, updated on the hot path; renderers read them."""
+
+    def __init__(self, fmt: str, max_model_len: int, created_unix: float) -> None:
+        self.fmt = fmt
+        self.created_unix = created_unix
+        self.prompt_tokens = 0
+        self.prompt_tokens_cached = 0
+        self.generation_tokens = 0
+        self.num_preemptions = 0
+        self.retracted_input_tokens = 0
+        self.retracted_output_tokens = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.success = dict.fromkeys(FINISH_REASONS, 0)
+        self.graph_passes = {
+            "decode_cuda_graph": 0,
+            "decode_none": 0,
+            "prefill_cuda_graph": 0,
+            "prefill_none": 0,
+        }
+        self.num_requests = 0
+        self.aborted = 0
+        tok = B.build_1_2_5_buckets(max_model_len)
+        sglang = fmt == "sglang"
+        self.iteration_tokens = Histogram(B.VLLM_ITERATION_TOKENS)
+        self.request_prompt_tokens = Histogram(tok)
+        self.request_generation_tokens = Histogram(tok)
+        self.request_max_num_generation_tokens = Histogram(tok)
+        self.request_params_n = Histogram(B.VLLM_PARAMS_N)
+        self.request_params_max_tokens = Histogram(tok)
+        self.request_prefill_kv_computed_tokens = Histogram(tok)
+        self.ttft = Histogram(B.SGLANG_TTFT if sglang else B.VLLM_TTFT)
+        self.itl = Histogram(B.SGLANG_ITL if sglang else B.VLLM_ITL)
+        self.request_tpot = Histogram(B.SGLANG_ITL if sglang else B.VLLM_ITL)
+        self.e2e = Histogram(B.SGLANG_E2E if sglang else B.VLLM_REQUEST_LATENCY)
+        self.queue_time = Histogram(B.SGLANG_QUEUE_TIME if sglang else B.VLLM_REQUEST_LATENCY)
+        self.inference_time = Histogram(B.VLLM_REQUEST_LATENCY)
+        self.prefill_time = Histogram(B.VLLM_REQUEST_LATENCY)
+        self.decode_time = Histogram(B.VLLM_REQUEST_LATENCY)
+        self.request_num_preemptions = Histogram(B.VLLM_NUM_PREEMPTIONS)
