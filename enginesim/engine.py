@@ -168,7 +168,6 @@ class Engine:
             cfg.max_model_len,
             total_tokens / cfg.max_model_len,
             tp_size=tp,
-            init_seconds=63.41,
             merged_kv_line=True,
         )
         sizes = cfg.capture_sizes
@@ -184,6 +183,17 @@ class Engine:
             ):
                 msgs.append(m_._replace(delay_s=m_.delay_s + 2.0))
             self.captured_keys.update(sizes)
+        # vLLM captures its graphs inside "warmup model", so this line comes after them;
+        # log followers use it as the end of warm-up.
+        msgs.append(
+            L.LogMessage(
+                "INFO",
+                "core.py",
+                250,
+                "init engine (profile, create kv cache, warmup model) took 63.41 s",
+                delay_s=max(m_.delay_s for m_ in msgs) + 0.2,
+            )
+        )
         last = max(m_.delay_s for m_ in msgs)
         msgs.append(
             L.LogMessage(

@@ -48,3 +48,17 @@ def test_bootstrap_demo_creates_a_commander_who_can_log_in(client):
     # Running it again resets the password instead of failing.
     call_command("bootstrap_demo", "--password", "another-long-password", stdout=StringIO())
     assert client.login(username="commander", password="another-long-password")
+
+
+@pytest.mark.django_db
+def test_bootstrap_demo_registers_the_simulator_as_probe_targets():
+    from probes.models import Target
+
+    for _ in range(2):  # idempotent
+        call_command("bootstrap_demo", "--sim-url", "http://127.0.0.1:8100/", stdout=StringIO())
+    urls = set(Target.objects.values_list("url", flat=True))
+    assert urls == {
+        "http://127.0.0.1:8100/metrics",
+        "http://127.0.0.1:8100/dcgm/metrics",
+        "http://127.0.0.1:8100/logs",
+    }

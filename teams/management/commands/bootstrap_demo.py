@@ -8,6 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from investigations.models import Deployment
+from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
 
 DEMO_TEAM = "Atlas on-call"
@@ -20,13 +22,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default=DEMO_USER)
         parser.add_argument(
+            "--sim-url",
+            default=None,
+            help="Base URL of a running enginesim; registers it as the demo deployment's targets.",
+        )
+        parser.add_argument(
             "--password",
             default=None,
             help="Use this password instead of a fresh random one (printed either way).",
         )
 
     @transaction.atomic
-    def handle(self, *args, username: str, password: str | None, **options) -> None:
+    def handle(
+        self, *args, username: str, password: str | None, sim_url: str | None, **options
+    ) -> None:
         password = password or secrets.token_urlsafe(12)
         user, created = get_user_model().objects.get_or_create(username=username)
         user.set_password(password)
@@ -35,6 +44,26 @@ class Command(BaseCommand):
         user.save()
         team, _ = Team.objects.get_or_create(name=DEMO_TEAM)
         Membership.objects.update_or_create(team=team, user=user, defaults={"role": Role.COMMANDER})
+        if sim_url:
+            deployment = register_simulated_deployment(team, sim_url.rstrip("/"))
+            self.stdout.write(f"Deployment {deployment.name!r} probes {sim_url}.")
         verb = "Created" if created else "Reset"
         self.stdout.write(f"{verb} demo user {username!r} with password {password!r}")
         self.stdout.write(f"Team {team.name!r} ({team.id}); {username} is its commander.")
+
+
+def register_simulated_deployment(team: Team, base: str) -> Deployment:
+    """The simulator's endpoints as probe targets, with the Atlas budget constants."""
+    deployment, _ = Deployment.objects.get_or_create(
+        team=team, name="atlas-sim", defaults={"model_name": "atlas-70b"}
+    )
+    wanted = [
+        (TargetKind.ENGINE, f"{base}/metrics"),
+        (TargetKind.DCGM, f"{base}/dcgm/metrics"),
+        (TargetKind.LOG_HTTP, f"{base}/logs"),
+    ]
+    for kind, url in wanted:
+        Target.objects.get_or_create(
+            deployment=deployment, kind=kind, url=url, defaults={"replica": "0"}
+        )
+    return deployment
