@@ -166,15 +166,6 @@ def resolve_checked(host: str, port: int, policy: FetchPolicy) -> str:
     return str(checked[0])
 
 
-class _GuardedSyncBackend(httpcore.SyncBackend):
-    def __init__(self, policy: FetchPolicy) -> None:
-        self.policy = policy
-
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        address = resolve_checked(host, port, self.policy)
-        return super().connect_tcp(address, port, timeout, local_address, socket_options)
-
-
 class _GuardedAsyncBackend(httpcore.AnyIOBackend):
     def __init__(self, policy: FetchPolicy) -> None:
         self.policy = policy
@@ -196,18 +187,10 @@ def _pool_kwargs(limits: httpx.Limits) -> dict:
     }
 
 
-class GuardedTransport(httpx.HTTPTransport):
+class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's transport with the connection pool swapped for one whose backend checks
     every address it connects to (httpx 0.28 keeps the pool in ``_pool``)."""
 
-    def __init__(self, policy: FetchPolicy, limits: httpx.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = httpcore.ConnectionPool(
-            network_backend=_GuardedSyncBackend(policy), **_pool_kwargs(limits)
-        )
-
-
-class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, policy: FetchPolicy, limits: httpx.Limits) -> None:
         super().__init__(trust_env=False, limits=limits)
         self._pool = httpcore.AsyncConnectionPool(
@@ -225,19 +208,6 @@ def _timeout(policy: FetchPolicy) -> httpx.Timeout:
 
 
 HEADERS = {"User-Agent": "atlas-console-probe/1", "Accept-Encoding": "gzip, identity"}
-
-
-def guarded_client(policy: FetchPolicy, *, max_connections: int = 10) -> httpx.Client:
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    return httpx.Client(
-        transport=GuardedTransport(policy, limits),
-        timeout=_timeout(policy),
-        follow_redirects=False,
-        trust_env=False,
-        headers=HEADERS,
-    )
 
 
 def guarded_async_client(policy: FetchPolicy, *, max_connections: int = 64) -> httpx.AsyncClient:
@@ -307,32 +277,6 @@ def _translate(exc: Exception) -> ProbeError:
     raise exc
 
 
-def fetch(client: httpx.Client, url: str, policy: FetchPolicy) -> FetchResult:
-    """GET ``url`` within the policy's bounds; raise ProbeError otherwise."""
-    started = time.monotonic()
-    current = validate_url(url)
-    try:
-        for _ in range(policy.max_redirects + 1):
-            with client.stream("GET", current) as response:
-                if response.is_redirect:
-                    current = _redirect_target(response, current)
-                    continue
-                if response.status_code >= 400:
-                    raise _status_error(response)
-                body = _read_capped(response.iter_bytes(), policy, started)
-                return FetchResult(
-                    url=str(current),
-                    status=response.status_code,
-                    content_type=response.headers.get("content-type", ""),
-                    body=body,
-                    elapsed_s=time.monotonic() - started,
-                    headers=_kept(response),
-                )
-        raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
-    except Exception as exc:  # every transport failure becomes a ProbeError
-        raise _translate(exc) from None
-
-
 async def afetch(client: httpx.AsyncClient, url: str, policy: FetchPolicy) -> FetchResult:
     """Async ``fetch``, bounded by an overall deadline as well as per-read timeouts."""
     started = time.monotonic()
@@ -384,18 +328,3 @@ def _too_large(policy: FetchPolicy) -> ProbeError:
     return ProbeError(
         "too-large", f"response exceeds {policy.max_bytes:,} bytes (decoded)", transient=False
     )
-
-
-def _read_capped(chunks: Iterable[bytes], policy: FetchPolicy, started: float) -> bytes:
-    """Decoded bytes are counted, so a small gzip bomb is stopped as early as a big body."""
-    parts, size = [], 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > policy.max_bytes:
-            raise _too_large(policy)
-        if time.monotonic() - started > policy.total_timeout:
-            raise ProbeError(
-                "timeout", f"no complete answer within {policy.total_timeout:g} s", transient=True
-            )
-        parts.append(chunk)
-    return b"".join(parts)

@@ -13,9 +13,7 @@ from probes.net import (
     ProbeError,
     afetch,
     check_address,
-    fetch,
     guarded_async_client,
-    guarded_client,
     parse_networks,
 )
 from tests.support.hostile import hostile_server
@@ -31,8 +29,11 @@ def server():
 
 
 def _fetch(url: str, policy: FetchPolicy = LOOPBACK):
-    with guarded_client(policy) as client:
-        return fetch(client, url, policy)
+    async def run():
+        async with guarded_async_client(policy) as client:
+            return await afetch(client, url, policy)
+
+    return asyncio.run(run())
 
 
 def _error(url: str, policy: FetchPolicy = LOOPBACK) -> ProbeError:
