@@ -3,102 +3,30 @@ test database: the path every probe takes."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from kombu import Connection
 
-from atlas_console import env
 from probes.models import WorkerHeartbeat
 from probes.tasks import record_heartbeat
-from tests.conftest import require_service
-
-ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("ATLAS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-def _redis_url() -> str:
-    url = settings.CELERY_BROKER_URL if not settings.ATLAS_EMBEDDED_BROKER else REDIS_URL
-    parts = urlsplit(url)
-    try:
-        socket.create_connection((parts.hostname, parts.port or 6379), timeout=2).close()
-    except OSError as exc:
-        require_service("Redis", f"{parts.hostname}:{parts.port or 6379}: {exc}")
-    return url
-
-
-def _database_url() -> str:
-    """The URL of the test database pytest-django created, for the worker process."""
-    conf = connection.settings_dict
-    if conf["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{conf['NAME']}"
-    user = conf.get("USER") or "postgres"
-    password = f":{conf['PASSWORD']}" if conf.get("PASSWORD") else ""
-    host = conf.get("HOST") or "127.0.0.1"
-    return f"postgres://{user}{password}@{host}:{conf.get('PORT') or 5432}/{conf['NAME']}"
-
-
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
+from tests.support.workers import broker_for, celery_worker, wait_for
 
 
 @pytest.fixture(params=["embedded", "redis"])
 def broker(request, tmp_path):
-    """(url, transport options, extra worker env) for each broker the product supports."""
-    if request.param == "embedded":
-        config = env.broker_config("", tmp_path, visibility_timeout=3600)
-        return config.url, config.transport_options, {"ATLAS_DATA_DIR": str(tmp_path)}
-    url = _redis_url()
-    config = env.broker_config(url, tmp_path, visibility_timeout=3600)
-    return url, config.transport_options, {"CELERY_BROKER_URL": url}
+    return broker_for(request.param, tmp_path)
 
 
 @pytest.fixture
 def worker(broker, transactional_db, tmp_path):
-    if connection.vendor == "sqlite" and ":memory:" in str(connection.settings_dict["NAME"]):
-        pytest.fail("the SQLite test database must be a file so that a worker can share it")
-    url, options, extra_env = broker
-    queue = f"atlas-test-{uuid.uuid4().hex[:8]}"
-    environment = {
-        k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL"))
-    }
-    environment.update({"DATABASE_URL": _database_url(), "ATLAS_DATA_DIR": str(tmp_path)})
-    environment.update(extra_env)
-    log = (tmp_path / "worker.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "celery", "-A", "atlas_console", "worker",
-            "--queues", queue, "--concurrency", "1", "--loglevel", "INFO",
-            "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle",
-        ],
-        cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    url, options, worker_env = broker
+    with celery_worker(worker_env, tmp_path) as (queue, process):
         yield url, options, queue, process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        log.close()
 
 
 def test_a_worker_processes_a_task_through_the_real_broker(worker, tmp_path):
@@ -110,7 +38,7 @@ def test_a_worker_processes_a_task_through_the_real_broker(worker, tmp_path):
             queue=queue,
             connection=conn,
         )
-    arrived = _wait_for(lambda: WorkerHeartbeat.objects.filter(tick=tick).exists(), 60)
+    arrived = wait_for(lambda: WorkerHeartbeat.objects.filter(tick=tick).exists(), 60)
     log = (tmp_path / "worker.log").read_text()
     assert arrived, f"no heartbeat within 60 s; worker exit={process.poll()}\n{log[-3000:]}"
     beat = WorkerHeartbeat.objects.get(tick=tick)
@@ -128,7 +56,7 @@ def test_redelivering_the_same_tick_records_it_once(worker):
                 queue=queue,
                 connection=conn,
             )
-    assert _wait_for(lambda: WorkerHeartbeat.objects.filter(tick=tick).exists(), 60)
+    assert wait_for(lambda: WorkerHeartbeat.objects.filter(tick=tick).exists(), 60)
     time.sleep(2)  # give the duplicates time to be consumed too
     assert WorkerHeartbeat.objects.filter(tick=tick).count() == 1
 
