@@ -21,6 +21,7 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("teams/", include("teams.urls")),
+    path("", include("investigations.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from investigations.access import deployments_of
 from probes.health import worker_status
 from teams.access import teams_of
 
@@ -18,7 +19,11 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "home.html",
-        {"teams": teams_of(request.user), "workers": worker_status()},
+        {
+            "teams": teams_of(request.user),
+            "deployments": deployments_of(request.user).prefetch_related("targets"),
+            "workers": worker_status(),
+        },
     )
 
 
