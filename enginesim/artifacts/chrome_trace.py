@@ -229,12 +229,13 @@ class _TraceBuilder:
         self._kernel_args: dict[tuple, dict] = {}
 
     # ---- primitive events -------------------------------------------------------------
-    def annotation(self, name: str, ts: float, dur: float) -> int:
+    def _host_event(self, category: str, name: str, ts: float, dur: float) -> int:
+        """A host-thread complete event (cpu_op or user_annotation); returns its External id."""
         ext = self.ids.next_external()
         self.cpu.append(
             {
                 "ph": "X",
-                "cat": "user_annotation",
+                "cat": category,
                 "name": name,
                 "pid": self.os_pid,
                 "tid": self.os_pid,
@@ -244,6 +245,9 @@ class _TraceBuilder:
             }
         )
         return ext
+
+    def annotation(self, name: str, ts: float, dur: float) -> int:
+        return self._host_event("user_annotation", name, ts, dur)
 
     def gpu_annotation(self, name: str, ext: int, ts: float, dur: float) -> None:
         # Kineto widens gpu_user_annotation by 1 ns on each side for the viewer.
@@ -261,20 +265,7 @@ class _TraceBuilder:
         )
 
     def cpu_op(self, name: str, ts: float, dur: float) -> int:
-        ext = self.ids.next_external()
-        self.cpu.append(
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": name,
-                "pid": self.os_pid,
-                "tid": self.os_pid,
-                "ts": _q(ts),
-                "dur": _q(dur),
-                "args": {"External id": ext, "Record function id": 0, "Ev Idx": self.ids.next_ev()},
-            }
-        )
-        return ext
+        return self._host_event("cpu_op", name, ts, dur)
 
     def runtime(self, name: str, cbid: int, ext: int, ts: float, dur: float) -> int:
         corr = self.ids.next_correlation()
