@@ -12,8 +12,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-STOP = threading.Event()
-
 
 class _Handler(socketserver.StreamRequestHandler):
     server: _Server
@@ -54,12 +52,12 @@ class _Handler(socketserver.StreamRequestHandler):
         self.wfile.write(body)
 
     def do_hang(self, path: str) -> None:
-        STOP.wait(30)  # accept, then say nothing
+        self.server.stop.wait(30)  # accept, then say nothing
 
     def do_slow(self, path: str) -> None:
         self._head("200 OK", {"Content-Type": "text/plain"}, 1000)
         for _ in range(1000):
-            if STOP.wait(0.5):
+            if self.server.stop.wait(0.5):
                 return
             self.wfile.write(b"x")
             self.wfile.flush()
@@ -69,7 +67,7 @@ class _Handler(socketserver.StreamRequestHandler):
         self._head("200 OK", {"Content-Type": "text/plain"}, size)
         chunk = b"vllm:num_requests_waiting 1\n" * 2340  # ~64 KiB
         sent = 0
-        while sent < size and not STOP.is_set():
+        while sent < size and not self.server.stop.is_set():
             piece = chunk[: size - sent]
             self.wfile.write(piece)
             sent += len(piece)
@@ -109,18 +107,21 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     block_on_close = False
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.stop = threading.Event()  # per server, so one server's shutdown ends only its own
+
 
 @contextmanager
 def hostile_server() -> Iterator[str]:
     """Yield the base URL (http://127.0.0.1:PORT) of a running hostile server."""
-    STOP.clear()
     server = _Server(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        STOP.set()
+        server.stop.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
