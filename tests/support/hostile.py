@@ -106,6 +106,9 @@ class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
+    # socketserver's default listen backlog is 5: a burst of concurrent probes would see
+    # dropped SYNs and a one-second retransmit, which reads as a connect timeout.
+    request_queue_size = 128
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
