@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from enginesim.deployment import Deployment, SimClock  # noqa: E402
 from enginesim.server import SimServer  # noqa: E402
+from probes.parsing.windowed import bucket_quantile  # noqa: E402
 
 
 class Harness:
@@ -125,26 +125,14 @@ class Scrape:
 
 
 def window_quantile(q: float, before: Scrape | None, after: Scrape, name: str) -> float:
-    """histogram_quantile(q, increase(name_bucket[window])) as Prometheus computes it."""
+    """histogram_quantile(q, increase(name_bucket[window])), with the product's own
+    Prometheus-exact bucket arithmetic (probes.parsing.windowed)."""
     b1 = after.buckets(name)
     b0 = dict(before.buckets(name)) if before is not None else {}
     deltas = [(le, c - b0.get(le, 0.0)) for le, c in b1]
     if any(d < 0 for _, d in deltas):  # counter reset (restart): use the new process only
         deltas = b1
-    total = deltas[-1][1]
-    if total <= 0:
-        return math.nan
-    rank = q * total
-    prev_le, prev_c = 0.0, 0.0
-    for le, c in deltas:
-        if c >= rank:
-            if math.isinf(le):
-                return prev_le
-            if c == prev_c:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c)
-        prev_le, prev_c = le, c
-    return deltas[-2][0]
+    return bucket_quantile(q, deltas)
 
 
 @pytest.fixture
