@@ -93,3 +93,19 @@ def test_failures_are_visible_on_the_target(targets):
     target.refresh_from_db()
     assert target.consecutive_failures == 0 and target.last_success_at is not None
     assert target.last_size_bytes == 1200
+
+
+def test_a_cycle_costs_a_bounded_number_of_queries(team, django_assert_max_num_queries):
+    deployment = Deployment.objects.create(team=team, name="atlas-fleet")
+    many = Target.objects.bulk_create(
+        Target(deployment=deployment, kind=TargetKind.ENGINE, url=f"http://127.0.0.1:9/{i}")
+        for i in range(60)
+    )
+    outcomes = _outcomes(many[:40]) + [
+        PollOutcome(target_id=t.pk, ok=False, error_kind="timeout", error="timeout", transient=True)
+        for t in many[40:]
+    ]
+    with django_assert_max_num_queries(10):
+        assert record_cycle(CYCLE, outcomes) == 60
+    assert Target.objects.filter(consecutive_failures=1).count() == 20
+    assert Target.objects.filter(last_success_at__isnull=False).count() == 40
