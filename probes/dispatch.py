@@ -27,28 +27,33 @@ def due_polls(now: datetime) -> list[DuePoll]:
     """
     from investigations.models import Deployment, Investigation
 
-    deployments = Deployment.objects.filter(
-        investigations__status=Investigation.Status.OPEN
-    ).distinct()
+    deployments = {
+        pk: (cycle_start(now, interval), interval)
+        for pk, interval in Deployment.objects.filter(
+            investigations__status=Investigation.Status.OPEN
+        )
+        .distinct()
+        .values_list("pk", "poll_interval_s")
+    }
+    targets = list(
+        Target.objects.filter(deployment_id__in=deployments, enabled=True).values_list(
+            "pk", "deployment_id", "kind", "host_queue"
+        )
+    )
+    polled = set(
+        Poll.objects.filter(
+            target_id__in=[pk for pk, *_ in targets],
+            cycle_at__in={cycle for cycle, _ in deployments.values()},
+        ).values_list("target_id", "cycle_at")
+    )
+    by_deployment: dict = {}
+    for pk, deployment_id, kind, queue in targets:
+        if (pk, deployments[deployment_id][0]) not in polled:
+            by_deployment.setdefault(deployment_id, []).append((pk, kind, queue))
     due = []
-    for deployment in deployments:
-        cycle = cycle_start(now, deployment.poll_interval_s)
-        targets = list(
-            Target.objects.filter(deployment=deployment, enabled=True).values_list(
-                "pk", "kind", "host_queue"
-            )
-        )
-        http = [pk for pk, kind, _ in targets if kind in HTTP_KINDS]
-        host = tuple((pk, queue) for pk, kind, queue in targets if kind in HOST_KINDS)
-        polled = set(
-            Poll.objects.filter(
-                target_id__in=[pk for pk, _, _ in targets], cycle_at=cycle
-            ).values_list("target_id", flat=True)
-        )
-        http_due = any(pk not in polled for pk in http)
-        host_due = tuple((pk, queue) for pk, queue in host if pk not in polled)
-        if http_due or host_due:
-            due.append(
-                DuePoll(deployment.pk, cycle, deployment.poll_interval_s, host_due, http_due)
-            )
+    for deployment_id, pending in by_deployment.items():
+        cycle, interval = deployments[deployment_id]
+        http_due = any(kind in HTTP_KINDS for _, kind, _ in pending)
+        host_due = tuple((pk, queue) for pk, kind, queue in pending if kind in HOST_KINDS)
+        due.append(DuePoll(deployment_id, cycle, interval, host_due, http_due))
     return due

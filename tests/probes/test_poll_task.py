@@ -57,3 +57,22 @@ def test_only_deployments_with_an_open_investigation_are_dispatched(
     assert dispatch_polls.apply().get() == 0
     Investigation.objects.create(team=deployment.team, deployment=deployment, symptom="high-ttft")
     assert dispatch_polls.apply().get() == 1
+
+
+@pytest.mark.django_db
+def test_a_cycle_already_polled_is_not_dispatched_again(team, django_assert_max_num_queries):
+    from django.utils import timezone
+
+    from probes.cycles import cycle_start
+    from probes.dispatch import due_polls
+
+    now = timezone.now()
+    done, todo = (Deployment.objects.create(team=team, name=n) for n in ("done", "todo"))
+    for deployment in (done, todo):
+        Investigation.objects.create(team=team, deployment=deployment, symptom="high-ttft")
+        _target(deployment, "http://127.0.0.1:9/metrics")
+    polled = Target.objects.get(deployment=done)
+    Poll.objects.create(target=polled, cycle_at=cycle_start(now, done.poll_interval_s), ok=True)
+    with django_assert_max_num_queries(3):
+        due = due_polls(now)
+    assert [d.deployment_id for d in due] == [todo.pk]
