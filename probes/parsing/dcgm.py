@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from probes.parsing.bitmask import decode_bits
 from probes.parsing.exposition import Exposition, Labels
 
 __all__ = [
@@ -101,13 +102,7 @@ def is_sentinel(value: float) -> bool:
 
 def decode_clock_events(mask: int) -> tuple[str, ...]:
     """Bitmask -> names; unknown bits come back as hex so nothing is dropped silently."""
-    names = [name for bit, name in CLOCK_EVENT_BITS if mask & bit]
-    known = 0
-    for bit, _ in CLOCK_EVENT_BITS:
-        known |= bit
-    if mask & ~known:
-        names.append(hex(mask & ~known))
-    return tuple(names)
+    return decode_bits(mask, CLOCK_EVENT_BITS)
 
 
 @dataclass(frozen=True, slots=True)

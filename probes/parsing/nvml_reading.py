@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 from typing import Any
 
+from probes.parsing.bitmask import decode_bits
+
 __all__ = [
     "CLOCK_EVENT_REASONS",
     "DeviceReading",
@@ -76,13 +78,7 @@ class DeviceReading:
 
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     """Names for the bitmask; unknown bits are kept as hex rather than dropped."""
-    names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _ in CLOCK_EVENT_REASONS:
-        known |= bit
-    if mask & ~known:
-        names.append(hex(mask & ~known))
-    return tuple(names)
+    return decode_bits(mask, CLOCK_EVENT_REASONS)
 
 
 def milliwatts_to_watts(milliwatts: int | float) -> float:
