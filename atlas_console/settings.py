@@ -228,6 +228,11 @@ ATLAS_PROBE_MAX_BYTES = env.env_int(
     ENVIRON, "ATLAS_PROBE_MAX_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=256 * 1024 * 1024
 )
 ATLAS_PROBE_TIMEOUT = env.env_int(ENVIRON, "ATLAS_PROBE_TIMEOUT", 8, minimum=1, maximum=120)
+# Folders on GPU hosts whose files log_file targets may read; none by default.
+ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_ROOTS")]
+for _root in ATLAS_LOG_FILE_ROOTS:
+    if not _root.is_absolute():
+        raise ImproperlyConfigured(f"ATLAS_LOG_FILE_ROOTS item {str(_root)!r} must be absolute.")
 
 # --- Logging ------------------------------------------------------------------------------
 LOG_LEVEL = env.env_choice(

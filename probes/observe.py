@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from probes.parsing import dcgm, engine, logevents, windowed
+from probes.parsing import dcgm, engine, logevents, nvml_reading, sglang_info, windowed
 from probes.parsing.exposition import Labels, parse_exposition
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -204,3 +204,60 @@ def state_from_json(data: Mapping | None) -> logevents.FollowerState:
         warm=bool(data.get("warm", False)),
         capturing=bool(data.get("capturing", False)),
     )
+
+
+def observe_sglang_info(body: bytes) -> Observed:
+    """SGLang /server_info: the configuration the budget arithmetic needs, and per-rank
+    memory split (weights, KV cache, CUDA graphs) as numbers."""
+    info = sglang_info.parse_server_info(body)
+    out: list[Observation] = []
+    for rank in info.ranks:
+        labels = f"tp_rank={rank.index}"
+        for name, value in (
+            ("sglang_weight_gb", rank.weight_gb),
+            ("sglang_kvcache_gb", rank.kvcache_gb),
+            ("sglang_graph_gb", rank.graph_gb),
+            ("sglang_token_capacity", rank.token_capacity),
+        ):
+            if value is not None and _finite(float(value)):
+                out.append((name, labels, float(value)))
+    # jsonb refuses NaN/Infinity; every other scalar is kept as the server said it.
+    args = {k: v for k, v in info.args.items() if not isinstance(v, float) or math.isfinite(v)}
+    cap = info.effective_max_running_requests
+    if cap is not None:
+        out.append(("sglang_max_running_requests", "", float(cap)))
+    snapshot = {"args": dict(list(args.items())[:200]), "ranks": len(info.ranks)}
+    return Observed(snapshot, tuple(out))
+
+
+def observe_nvml(reading: nvml_reading.NoGpu | tuple[nvml_reading.DeviceReading, ...]) -> Observed:
+    """NVML on the GPU host. No NVML library is a state ("no GPU on this worker"), recorded
+    as a successful read with zero devices, not an error on every cycle."""
+    if isinstance(reading, nvml_reading.NoGpu):
+        state = "no-gpu" if reading.expected else "nvml-error"
+        snapshot = {"state": state, "error": reading.error, "message": reading.message[:300]}
+        return Observed(snapshot, (("nvml_devices", "", 0.0),))
+    out: list[Observation] = [("nvml_devices", "", float(len(reading)))]
+    devices = []
+    for device in reading:
+        labels = f"gpu={device.index}"
+        for name, value in device.fields.items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
+                out.append((f"nvml_{name}", labels, float(value)))
+        reasons = device.fields.get("clock_event_reasons") or ()
+        out.append(("nvml_clock_events", labels, float(len(reasons))))
+        used = sum(p.used_bytes or 0 for p in device.processes)
+        out.append(("nvml_process_used_bytes", labels, float(used)))
+        devices.append(
+            {
+                "gpu": device.index,
+                "name": device.fields.get("name"),
+                "clock_event_reasons": list(reasons),
+                "errors": dict(device.errors),
+                "processes": [
+                    {"pid": p.pid, "used_bytes": p.used_bytes, "kind": p.kind}
+                    for p in device.processes[:50]
+                ],
+            }
+        )
+    return Observed({"state": "ok", "devices": devices}, tuple(out))

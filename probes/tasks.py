@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from datetime import datetime, timedelta
 
@@ -18,11 +19,14 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from probes import observe
+from probes import logfile, observe
 from probes.collect import fetch_all
 from probes.dispatch import due_polls
 from probes.models import HTTP_KINDS, Poll, Target, TargetKind, WorkerHeartbeat
+from probes.net import ProbeError
+from probes.parsing import nvml_reading
 from probes.parsing.exposition import ExpositionError
+from probes.parsing.sglang_info import ServerInfoError
 from probes.policy import fetch_policy
 from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
 
@@ -60,6 +64,14 @@ def dispatch_polls() -> int:
                 expires=2 * due.interval_s,  # a stale cycle is worth nothing
             )
             count += 1
+        for target_id, queue in due.host_targets:
+            # NVML and log files are read where they are: on the GPU host's own worker.
+            poll_host_target.apply_async(
+                args=[str(target_id), due.cycle_at.isoformat()],
+                queue=queue,
+                expires=2 * due.interval_s,
+            )
+            count += 1
     return count
 
 
@@ -80,6 +92,59 @@ def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
         return poll_targets(list(Target.objects.filter(pk__in=todo)), cycle)
     finally:
         release_targets(held, task_id)
+
+
+@shared_task(name="probes.poll_host_target", bind=True)
+def poll_host_target(self, target_id: str, cycle_at: str) -> int:
+    """Read one NVML or log-file target on this host for one cycle. Idempotent."""
+    cycle = datetime.fromisoformat(cycle_at)
+    task_id = self.request.id or f"local-{uuid.uuid4()}"
+    lease = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    held = claim_targets([target_id], task_id, lease=lease)
+    try:
+        if not held or already_polled(held, cycle):
+            return 0
+        target = Target.objects.get(pk=target_id)
+        return record_cycle(cycle, [_host_outcome(target, cycle)])
+    finally:
+        release_targets(held, task_id)
+
+
+def _host_outcome(target: Target, cycle: datetime) -> PollOutcome:
+    started = time.monotonic()
+    try:
+        if target.kind == TargetKind.NVML:
+            seen = observe.observe_nvml(nvml_reading.read_gpus())
+            return PollOutcome(
+                target_id=target.pk,
+                ok=True,
+                latency_s=time.monotonic() - started,
+                snapshot=seen.snapshot,
+                observations=seen.observations,
+            )
+        if target.kind == TargetKind.LOG_FILE:
+            chunk = logfile.read_chunk(
+                target.path,
+                0 if target.log_offset < 0 else target.log_offset,
+                LOG_READ_LIMIT,
+                settings.ATLAS_LOG_FILE_ROOTS,
+            )
+            base = {
+                "target_id": target.pk,
+                "latency_s": time.monotonic() - started,
+                "size_bytes": len(chunk.data),
+            }
+            return _log_outcome(target, chunk.data, chunk.next_offset, cycle, base)
+    except ProbeError as error:
+        return PollOutcome(
+            target_id=target.pk,
+            ok=False,
+            latency_s=time.monotonic() - started,
+            error_kind=error.kind,
+            error=str(error),
+            transient=error.transient,
+        )
+    return _unsupported(target, {"target_id": target.pk})
 
 
 def poll_targets(targets: list[Target], cycle: datetime) -> int:
@@ -129,21 +194,38 @@ def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOut
             seen = observe.observe_engine(body, history, cycle.timestamp(), WINDOW_S)
         elif target.kind == TargetKind.DCGM:
             seen = observe.observe_dcgm(body)
+        elif target.kind == TargetKind.SGLANG_INFO:
+            seen = observe.observe_sglang_info(body)
         elif target.kind == TargetKind.LOG_HTTP:
-            return _log_outcome(target, fetched, history, cycle, base)
+            return _log_outcome(target, body, _next_offset(target, fetched.result), cycle, base)
         else:
-            return PollOutcome(
-                **base,
-                ok=False,
-                error_kind="unsupported",
-                error=f"{target.get_kind_display()} is not polled by this version",
-            )
-    except ExpositionError as exc:
+            return _unsupported(target, base)
+    except (ExpositionError, ServerInfoError) as exc:
         return PollOutcome(**base, ok=False, error_kind="malformed", error=str(exc)[:500])
     return PollOutcome(**base, ok=True, snapshot=seen.snapshot, observations=seen.observations)
 
 
-def _log_outcome(target, fetched, history, cycle, base) -> PollOutcome:
+def _unsupported(target: Target, base: dict) -> PollOutcome:
+    return PollOutcome(
+        **base,
+        ok=False,
+        error_kind="unsupported",
+        error=f"{target.get_kind_display()} is not polled by this version",
+    )
+
+
+def _next_offset(target: Target, result) -> int:
+    """The simulator and log relays say where the next read starts; otherwise count bytes."""
+    header = result.headers.get("x-log-next-offset")
+    try:
+        return int(header) if header is not None else target.log_offset + len(result.body)
+    except ValueError:
+        return target.log_offset + len(result.body)
+
+
+def _log_outcome(
+    target: Target, data: bytes, next_offset: int, cycle: datetime, base: dict
+) -> PollOutcome:
     # The follower state (partial line, warm-up seen) continues from the last good poll,
     # however long ago: "captured after warm-up" must survive a gap in polling.
     previous = (
@@ -153,13 +235,8 @@ def _log_outcome(target, fetched, history, cycle, base) -> PollOutcome:
         .first()
     ) or {}
     state = observe.state_from_json(previous.get("follower"))
-    state, seen = observe.observe_log(state, fetched.result.body, cycle)
-    header = fetched.result.headers.get("x-log-next-offset")
-    try:
-        next_offset = int(header) if header is not None else target.log_offset + base["size_bytes"]
-    except ValueError:
-        next_offset = target.log_offset + base["size_bytes"]
+    state, seen = observe.observe_log(state, data, cycle)
     return PollOutcome(
         **base, ok=True, snapshot=seen.snapshot, observations=seen.observations,
-        log_offset=max(target.log_offset, next_offset),
+        log_offset=next_offset,
     )  # fmt: skip
