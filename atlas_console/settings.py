@@ -206,6 +206,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ATLAS_HEARTBEAT_SECONDS),
         "options": {"expires": float(ATLAS_HEARTBEAT_SECONDS)},
     },
+    "prune-raw-data": {
+        "task": "probes.prune_raw_data",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
     "dispatch-polls": {
         "task": "probes.dispatch_polls",
         "schedule": 2.0,  # finer than any poll interval; due_polls skips polled cycles
@@ -228,6 +233,10 @@ ATLAS_PROBE_MAX_BYTES = env.env_int(
     ENVIRON, "ATLAS_PROBE_MAX_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=256 * 1024 * 1024
 )
 ATLAS_PROBE_TIMEOUT = env.env_int(ENVIRON, "ATLAS_PROBE_TIMEOUT", 8, minimum=1, maximum=120)
+# Raw polls/observations outside any investigation window are deleted after this.
+ATLAS_RAW_RETENTION_HOURS = env.env_int(
+    ENVIRON, "ATLAS_RAW_RETENTION_HOURS", 48, minimum=1, maximum=24 * 365
+)
 # Folders on GPU hosts whose files log_file targets may read; none by default.
 ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_ROOTS")]
 for _root in ATLAS_LOG_FILE_ROOTS:

@@ -17,7 +17,7 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import httpcore
@@ -277,19 +277,30 @@ def _translate(exc: Exception) -> ProbeError:
     raise exc
 
 
-async def afetch(client: httpx.AsyncClient, url: str, policy: FetchPolicy) -> FetchResult:
-    """Async ``fetch``, bounded by an overall deadline as well as per-read timeouts."""
+async def afetch(
+    client: httpx.AsyncClient,
+    url: str,
+    policy: FetchPolicy,
+    *,
+    accept_status: Collection[int] = (),
+) -> FetchResult:
+    """Async ``fetch``, bounded by an overall deadline as well as per-read timeouts.
+
+    A status of 400 or more raises ``http-status`` unless it is in ``accept_status``:
+    then its body is read under the same bounds and returned, for APIs (Prometheus)
+    that explain their errors in the body. Redirects are never "accepted".
+    """
     started = time.monotonic()
     try:
         async with asyncio.timeout(policy.total_timeout):
-            return await _afetch(client, url, policy, started)
+            return await _afetch(client, url, policy, started, frozenset(accept_status))
     except TimeoutError:
         raise ProbeError(
             "timeout", f"no complete answer within {policy.total_timeout:g} s", transient=True
         ) from None
 
 
-async def _afetch(client, url, policy, started) -> FetchResult:
+async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
     current = validate_url(url)
     try:
         for _ in range(policy.max_redirects + 1):
@@ -297,7 +308,7 @@ async def _afetch(client, url, policy, started) -> FetchResult:
                 if response.is_redirect:
                     current = _redirect_target(response, current)
                     continue
-                if response.status_code >= 400:
+                if response.status_code >= 400 and response.status_code not in accept_status:
                     raise _status_error(response)
                 chunks, size = [], 0
                 async for chunk in response.aiter_bytes():

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from probes import logfile, observe
+from probes import logfile, observe, retention
 from probes.collect import fetch_all
 from probes.dispatch import due_polls
 from probes.models import HTTP_KINDS, Poll, Target, TargetKind, WorkerHeartbeat
@@ -51,6 +51,12 @@ def record_heartbeat(self, tick: str | None = None, sent_at: str | None = None) 
         )
     # Keep the table small: liveness only ever looks at the last few minutes.
     WorkerHeartbeat.objects.filter(recorded_at__lt=timezone.now() - HEARTBEAT_RETENTION).delete()
+
+
+@shared_task(name="probes.prune_raw_data")
+def prune_raw_data() -> int:
+    """Hourly: drop raw polls and observations outside investigation windows."""
+    return retention.prune(timedelta(hours=settings.ATLAS_RAW_RETENTION_HOURS))
 
 
 @shared_task(name="probes.dispatch_polls")

@@ -213,3 +213,22 @@ def test_async_fetch_enforces_the_same_bounds(server):
     with pytest.raises(ProbeError, match="redirect"):
         asyncio.run(run("/redirect-other-host"))
     assert asyncio.run(run("/ok")).status == 200
+
+
+def test_accepted_error_statuses_return_their_body_and_others_still_raise(server):
+    """APIs such as Prometheus explain 4xx/5xx answers in the body; the caller opts in per
+    status, and the byte cap, deadline and redirect rules stay the same."""
+
+    async def run(path, accept):
+        async with guarded_async_client(LOOPBACK) as client:
+            return await afetch(client, server + path, LOOPBACK, accept_status=accept)
+
+    result = asyncio.run(run("/error", {503}))
+    assert (result.status, result.body) == (503, b"busy")
+    with pytest.raises(ProbeError, match="http-status") as caught:
+        asyncio.run(run("/missing", {503}))
+    assert not caught.value.transient
+    with pytest.raises(ProbeError, match="too-large"):
+        asyncio.run(run("/huge", {503}))
+    with pytest.raises(ProbeError, match="redirect"):
+        asyncio.run(run("/redirect-metadata", {302, 503}))

@@ -1,0 +1,52 @@
+"""How long raw probe data is kept.
+
+Polls and observations inside an investigation's window (from a margin before
+it opened until a margin after it closed, or now) are kept as long as the
+investigation exists: its charts and backtests read them. Everything else is
+raw data nobody will look at again and is deleted after the retention period.
+Evidence that a decision cited is frozen separately, so pruning never changes it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from probes.models import Observation, Poll
+
+MARGIN = timedelta(hours=1)
+
+
+def _window_filter(time_field: str) -> Q:
+    from investigations.models import Investigation
+
+    keep = Q(pk__in=[])
+    now = timezone.now()
+    for deployment_id, opened, closed in Investigation.objects.values_list(
+        "deployment_id", "opened_at", "closed_at"
+    ):
+        keep |= Q(target__deployment_id=deployment_id) & Q(
+            **{
+                f"{time_field}__gte": opened - MARGIN,
+                f"{time_field}__lte": (closed or now) + MARGIN,
+            }
+        )
+    return keep
+
+
+def prune(older_than: timedelta, *, now: datetime | None = None, batch: int = 10_000) -> int:
+    """Delete raw rows older than ``older_than`` outside investigation windows; returns rows."""
+    cutoff = (now or timezone.now()) - older_than
+    deleted = 0
+    for model, time_field in ((Observation, "taken_at"), (Poll, "cycle_at")):
+        stale = model.objects.filter(**{f"{time_field}__lt": cutoff}).exclude(
+            _window_filter(time_field)
+        )
+        while True:
+            ids = list(stale.values_list("pk", flat=True)[:batch])
+            if not ids:
+                break
+            deleted += model.objects.filter(pk__in=ids).delete()[0]
+    return deleted

@@ -1,0 +1,65 @@
+"""Reading stored observations back as chart-ready series.
+
+Charts get at most ``max_points`` per series, whatever the investigation's
+length: each time bucket keeps its first, minimum, maximum and last points
+(an M4-style reduction), so a single 300 ms ITL spike survives downsampling
+where an average would hide exactly the evidence a commander is looking for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from probes.models import Observation
+
+Point = tuple[float, float]  # (unix seconds, value)
+
+
+def downsample(points: Sequence[Point], max_points: int) -> list[Point]:
+    """Keep at most ``max_points`` points (a multiple of 4 is used), extremes included."""
+    if max_points < 4:
+        raise ValueError("max_points must be at least 4")
+    if len(points) <= max_points:
+        return list(points)
+    buckets = max_points // 4
+    start, end = points[0][0], points[-1][0]
+    width = (end - start) / buckets or 1.0
+    out: list[Point] = []
+    current: list[Point] = []
+    index = 0
+    for point in points:
+        bucket = min(int((point[0] - start) / width), buckets - 1)
+        if bucket != index and current:
+            out.extend(_extremes(current))
+            current = []
+        index = bucket
+        current.append(point)
+    if current:
+        out.extend(_extremes(current))
+    return out
+
+
+def _extremes(bucket: list[Point]) -> Iterable[Point]:
+    first, last = bucket[0], bucket[-1]
+    low = min(bucket, key=lambda p: p[1])
+    high = max(bucket, key=lambda p: p[1])
+    return sorted({first, low, high, last})
+
+
+def load_series(
+    target_ids: Sequence, signal: str, start: datetime, end: datetime, *, max_points: int = 400
+) -> dict[tuple[str, str], list[Point]]:
+    """Series of one signal for some targets, keyed by (target id, labels), downsampled."""
+    rows = (
+        Observation.objects.filter(
+            target_id__in=list(target_ids), signal=signal, taken_at__gte=start, taken_at__lte=end
+        )
+        .order_by("target_id", "labels", "taken_at")
+        .values_list("target_id", "labels", "taken_at", "value")
+        .iterator(chunk_size=5000)
+    )
+    series: dict[tuple[str, str], list[Point]] = {}
+    for target_id, labels, taken_at, value in rows:
+        series.setdefault((str(target_id), labels), []).append((taken_at.timestamp(), value))
+    return {key: downsample(points, max_points) for key, points in series.items()}
