@@ -22,6 +22,7 @@ urlpatterns = [
     ),
     path("teams/", include("teams.urls")),
     path("", include("investigations.urls")),
+    path("", include("probes.urls")),
     path("admin/", admin.site.urls),
 ]
 

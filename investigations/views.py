@@ -7,6 +7,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from investigations.access import get_deployment
+from probes.forms import TargetForm
+from teams.models import Membership, Role
 
 
 @require_GET
@@ -19,8 +21,19 @@ def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
 def deployment_targets(request: HttpRequest, deployment_id) -> HttpResponse:
     """The probe health table alone, for htmx to refresh in place."""
     deployment = get_deployment(request.user, deployment_id)
-    return render(request, "investigations/_targets.html", _context(deployment))
+    return render(request, "investigations/_targets.html", _context(deployment, request.user))
 
 
-def _context(deployment) -> dict:
-    return {"deployment": deployment, "targets": deployment.targets.order_by("kind", "replica")}
+def _context(deployment, user=None) -> dict:
+    can_manage = (
+        user is not None
+        and Membership.objects.filter(
+            team_id=deployment.team_id, user=user, role=Role.COMMANDER
+        ).exists()
+    )
+    return {
+        "deployment": deployment,
+        "targets": deployment.targets.order_by("kind", "replica"),
+        "can_manage": can_manage,
+        "target_form": TargetForm() if can_manage else None,
+    }
