@@ -488,9 +488,12 @@ class Engine:
                 )
         prefill_tokens = 0
         prefill_ctx = 0
-        for _r, chunk, before in plan.prefills:
+        recompute_tokens = 0  # KV this request already had before a preemption evicted it
+        for r_, chunk, before in plan.prefills:
             prefill_tokens += chunk
             prefill_ctx += before + chunk
+            if r_.high_water > before:
+                recompute_tokens += min(chunk, r_.high_water - before)
         n_dec = plan.num_decode
         num_tokens = prefill_tokens + n_dec
         if num_tokens == 0:
@@ -523,7 +526,10 @@ class Engine:
         end = t + dur
         # Telemetry: kernel time is busy; prefill GEMMs keep tensor pipes busy, decode far less.
         occ = 0.3 + 0.3 * min(1.0, n_dec / 64.0)
-        self._win_busy += cost.gpu_s
+        # GPU_UTIL counts kernel time that advances requests; re-prefilling KV that a
+        # preemption threw away is wasted work and is not counted (README, "GPU utilisation").
+        wasted = recompute_tokens * self.c.prefill_cost_per_token_s * worst
+        self._win_busy += cost.gpu_s - wasted
         self._win_tensor += (
             cost.prefill_s * 0.9 + cost.decode_s * occ + cost.attention_s * 0.3
         ) * worst

@@ -90,7 +90,15 @@ def _healthy(p: dict[str, float]) -> Scenario:
 
 @_register(
     "kv-pressure",
-    {"base_rate": 0.4, "peak_rate": 1.25, "plateau_rate": 0.35, "ramp_start_s": 30, "ramp_s": 150},
+    {
+        "base_rate": 0.4,
+        "peak_rate": 1.25,
+        "plateau_rate": 0.35,
+        "ramp_start_s": 30,
+        "ramp_s": 150,
+        "prompt_median": 2400,
+        "output_median": 700,
+    },
 )
 def _kv_pressure(p: dict[str, float]) -> Scenario:
     """Walkthrough 1. A Monday-morning ramp of long conversations (~2,400-token prompts, ~500
@@ -109,8 +117,8 @@ def _kv_pressure(p: dict[str, float]) -> Scenario:
     )
     wl = WorkloadSpec(
         rate=rate,
-        prompt=LengthDist(median=2400, sigma=0.25, lo=256, hi=4500),
-        output=LengthDist(median=700, sigma=0.35, lo=16, hi=1800),
+        prompt=LengthDist(median=p["prompt_median"], sigma=0.25, lo=256, hi=4500),
+        output=LengthDist(median=p["output_median"], sigma=0.35, lo=16, hi=1800),
     )
     return Scenario(
         "kv-pressure",

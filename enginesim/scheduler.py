@@ -34,6 +34,7 @@ class Req:
         "first_scheduled_s",
         "first_token_s",
         "generated",
+        "high_water",
         "last_token_s",
         "max_tokens",
         "num_computed",
@@ -69,6 +70,7 @@ class Req:
         self.finish_reason = finish_reason
         self.generated = 0
         self.num_computed = 0
+        self.high_water = 0  # most tokens whose KV this request ever had (recompute detection)
         self.blocks = 0
         self.shared_blocks = 0
         self.cached_tokens = 0
@@ -198,6 +200,7 @@ class Scheduler:
         rid = next(reversed(self.running))
         r = self.running.pop(rid)
         if r.state == DECODE:
+            r.high_water = max(r.high_water, r.ctx0 + (step - r.s0))
             r.blocks = self._blocks_for(r, r.ctx0 + (step - r.s0))
             done = step - r.s0  # decode steps completed before this one
             r.generated += done
@@ -205,6 +208,7 @@ class Scheduler:
                 r.last_token_s = now_s
             self._leave_decode(r)
         else:
+            r.high_water = max(r.high_water, r.num_computed)
             self.prefilling.remove(r)
         self.free_blocks += r.blocks
         self.retracted_input_tokens += r.prompt_len

@@ -45,7 +45,26 @@ def test_healthy_meets_slos(harness):
 
 def test_kv_pressure_walkthrough_1(harness):
     h = harness("kv-pressure")
-    a, b = _window(h, 260, 60)
+
+    def util_avg(t0: int, t1: int) -> float:
+        xs = []
+        for t in range(t0, t1, 2):
+            h.advance_to(t)
+            xs.append(h.scrape("/dcgm/metrics").value("DCGM_FI_DEV_GPU_UTIL", gpu="0"))
+        return sum(xs) / len(xs)
+
+    base_util = util_avg(10, 30)
+    h.advance_to(60)
+    base = h.scrape()
+    assert q(h, 0.95, None, base, "vllm:time_to_first_token_seconds") < 0.6  # ~0.45 s baseline
+    assert base.value("vllm:num_preemptions_total") == 0
+    h.advance_to(200)
+    a = h.scrape()
+    incident_util = util_avg(200, 260)
+    # Re-prefilling KV that preemption threw away is not useful work: utilisation falls.
+    assert incident_util < base_util - 3, (base_util, incident_util)
+    h.advance_to(260)
+    b = h.scrape()
     # Signature: KV ~94 %+, preemptions climbing, queue far above 3-8, TTFT p95 > 1.4 s target.
     assert b.value("vllm:kv_cache_usage_perc") >= 0.9
     assert b.value("vllm:num_preemptions_total") - a.value("vllm:num_preemptions_total") >= 5
