@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-import httpcore
 import httpx
+
+from probes import http11
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -166,61 +167,38 @@ def resolve_checked(host: str, port: int, policy: FetchPolicy) -> str:
     return str(checked[0])
 
 
-class _GuardedAsyncBackend(httpcore.AnyIOBackend):
-    def __init__(self, policy: FetchPolicy) -> None:
+class ProbeClient:
+    """A guarded connection pool: every new connection goes to an address that
+    ``resolve_checked`` approved, resolved once and off the event loop."""
+
+    def __init__(self, policy: FetchPolicy, max_connections: int) -> None:
         self.policy = policy
-
-    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        loop = asyncio.get_running_loop()
-        # Resolution may block; keep it off the event loop so one slow DNS answer
-        # does not stall every other target in the cycle.
-        address = await loop.run_in_executor(None, resolve_checked, host, port, self.policy)
-        return await super().connect_tcp(address, port, timeout, local_address, socket_options)
-
-
-def _pool_kwargs(limits: httpx.Limits) -> dict:
-    return {
-        "ssl_context": httpx.create_ssl_context(trust_env=False),
-        "max_connections": limits.max_connections,
-        "max_keepalive_connections": limits.max_keepalive_connections,
-        "keepalive_expiry": limits.keepalive_expiry,
-    }
-
-
-class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport with the connection pool swapped for one whose backend checks
-    every address it connects to (httpx 0.28 keeps the pool in ``_pool``)."""
-
-    def __init__(self, policy: FetchPolicy, limits: httpx.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = httpcore.AsyncConnectionPool(
-            network_backend=_GuardedAsyncBackend(policy), **_pool_kwargs(limits)
+        self.pool = http11.Pool(
+            self._connect,
+            max_connections=max_connections,
+            connect_timeout=policy.connect_timeout,
+            read_timeout=policy.read_timeout,
         )
 
+    async def _connect(self, host: str, port: int) -> str:
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            # A name (or an odd spelling of an address): resolution may block, so keep
+            # it off the event loop; one slow DNS answer must not stall the cycle.
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, resolve_checked, host, port, self.policy)
+        return str(check_address(str(address), self.policy))
 
-def _timeout(policy: FetchPolicy) -> httpx.Timeout:
-    return httpx.Timeout(
-        connect=policy.connect_timeout,
-        read=policy.read_timeout,
-        write=policy.read_timeout,
-        pool=policy.total_timeout,
-    )
+    async def __aenter__(self) -> ProbeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pool.aclose()
 
 
-HEADERS = {"User-Agent": "atlas-console-probe/1", "Accept-Encoding": "gzip, identity"}
-
-
-def guarded_async_client(policy: FetchPolicy, *, max_connections: int = 64) -> httpx.AsyncClient:
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    return httpx.AsyncClient(
-        transport=AsyncGuardedTransport(policy, limits),
-        timeout=_timeout(policy),
-        follow_redirects=False,
-        trust_env=False,
-        headers=HEADERS,
-    )
+def guarded_async_client(policy: FetchPolicy, *, max_connections: int = 64) -> ProbeClient:
+    return ProbeClient(policy, max_connections)
 
 
 def validate_url(url: str) -> httpx.URL:
@@ -240,12 +218,10 @@ def validate_url(url: str) -> httpx.URL:
     return parsed
 
 
-def _redirect_target(response: httpx.Response, current: httpx.URL) -> httpx.URL:
+def _redirect_target(response: http11.RawResponse, current: httpx.URL) -> httpx.URL:
     location = response.headers.get("location")
     if not location:
-        raise ProbeError(
-            "redirect", f"HTTP {response.status_code} without Location", transient=False
-        )
+        raise ProbeError("redirect", f"HTTP {response.status} without Location", transient=False)
     target = validate_url(str(current.join(location)))
     if (target.scheme, target.host, target.port) != (current.scheme, current.host, current.port):
         raise ProbeError(
@@ -256,29 +232,23 @@ def _redirect_target(response: httpx.Response, current: httpx.URL) -> httpx.URL:
     return target
 
 
-def _status_error(response: httpx.Response) -> ProbeError:
-    transient = response.status_code >= 500 or response.status_code == 429
+def _status_error(response: http11.RawResponse) -> ProbeError:
+    transient = response.status >= 500 or response.status == 429
     return ProbeError(
-        "http-status", f"HTTP {response.status_code} {response.reason_phrase}", transient=transient
+        "http-status", f"HTTP {response.status} {response.reason}".strip(), transient=transient
     )
 
 
-def _translate(exc: Exception) -> ProbeError:
-    if isinstance(exc, ProbeError):
-        return exc
-    if isinstance(exc, httpx.TimeoutException):
-        return ProbeError("timeout", f"{type(exc).__name__}: no answer in time", transient=True)
-    if isinstance(exc, httpx.ConnectError):
-        return ProbeError("connect", f"cannot connect: {exc}", transient=True)
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.DecodingError | httpx.LocalProtocolError):
-        return ProbeError("protocol", f"malformed HTTP response: {exc}", transient=False)
-    if isinstance(exc, httpx.TransportError):
-        return ProbeError("transport", str(exc) or type(exc).__name__, transient=True)
-    raise exc
+# Transport failures: worth retrying next cycle, or not until someone changes something.
+TRANSIENT_KINDS = frozenset({"timeout", "connect"})
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int]:
+    return url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)
 
 
 async def afetch(
-    client: httpx.AsyncClient,
+    client: ProbeClient,
     url: str,
     policy: FetchPolicy,
     *,
@@ -302,40 +272,34 @@ async def afetch(
 
 async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
     current = validate_url(url)
-    try:
-        for _ in range(policy.max_redirects + 1):
-            async with client.stream("GET", current) as response:
-                if response.is_redirect:
-                    current = _redirect_target(response, current)
-                    continue
-                if response.status_code >= 400 and response.status_code not in accept_status:
-                    raise _status_error(response)
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > policy.max_bytes:
-                        raise _too_large(policy)
-                    chunks.append(chunk)
-                return FetchResult(
-                    url=str(current),
-                    status=response.status_code,
-                    content_type=response.headers.get("content-type", ""),
-                    body=b"".join(chunks),
-                    elapsed_s=time.monotonic() - started,
-                    headers=_kept(response),
-                )
-        raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
-    except (TimeoutError, asyncio.CancelledError):
-        raise
-    except Exception as exc:  # every transport failure becomes a ProbeError
-        raise _translate(exc) from None
+    for _ in range(policy.max_redirects + 1):
+        try:
+            response = await client.pool.get(
+                _origin(current),
+                current.raw_path.decode("ascii"),
+                max_bytes=policy.max_bytes,
+                headers={},
+            )
+        except http11.HTTPError as exc:
+            raise ProbeError(exc.kind, str(exc), transient=exc.kind in TRANSIENT_KINDS) from None
+        if response.status in REDIRECT_STATUSES:
+            current = _redirect_target(response, current)
+            continue
+        if response.status >= 400 and response.status not in accept_status:
+            raise _status_error(response)
+        return FetchResult(
+            url=str(current),
+            status=response.status,
+            content_type=response.headers.get("content-type", ""),
+            body=response.body,
+            elapsed_s=time.monotonic() - started,
+            headers=_kept(response),
+        )
+    raise ProbeError("redirect", f"more than {policy.max_redirects} redirects", transient=False)
 
 
-def _kept(response: httpx.Response) -> dict[str, str]:
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _kept(response: http11.RawResponse) -> dict[str, str]:
     return {name: response.headers[name][:200] for name in KEPT_HEADERS if name in response.headers}
-
-
-def _too_large(policy: FetchPolicy) -> ProbeError:
-    return ProbeError(
-        "too-large", f"response exceeds {policy.max_bytes:,} bytes (decoded)", transient=False
-    )

@@ -95,8 +95,10 @@ def engine_observations(
             if other["count"] is not None and other["sum"] is not None:
                 count_points.append((ts, other["count"]))
                 sum_points.append((ts, other["sum"]))
-        for q in QUANTILES:
-            value = windowed.histogram_quantile_over_window(q, bucket_points, window_s, now_ts)
+        values = windowed.histogram_quantiles_over_window(
+            QUANTILES, bucket_points, window_s, now_ts
+        )
+        for q, value in zip(QUANTILES, values, strict=True):
             if _finite(value):
                 out.append((f"{key}_p{round(q * 100)}", "", value))
         count_rate = windowed.rate(count_points, window_s, now_ts)

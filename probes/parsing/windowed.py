@@ -221,3 +221,20 @@ def histogram_quantile_over_window(
         if r is not None:
             rates.append((float(bound), r))
     return bucket_quantile(q, rates, ignore_small_deltas=True)
+
+
+def histogram_quantiles_over_window(
+    qs: Sequence[float],
+    bucket_points: Mapping[float, Sequence[Point]],
+    range_s: float,
+    eval_time: float,
+    *,
+    before_v3_6: bool = False,
+) -> list[float]:
+    """Several quantiles of one histogram: each bucket's rate is computed once, not per q."""
+    rates = []
+    for bound, points in bucket_points.items():
+        r = rate(points, range_s, eval_time, before_v3_6=before_v3_6)
+        if r is not None:
+            rates.append((float(bound), r))
+    return [bucket_quantile(q, rates, ignore_small_deltas=True) for q in qs]

@@ -93,3 +93,20 @@ def test_counter_rate_never_negative_even_with_resets(values, step, window):
     assert r is None or r >= 0
     inc = increase(pts, window, end, before_v3_6=True)
     assert inc is None or inc >= 0
+
+
+def test_several_quantiles_at_once_equal_one_at_a_time():
+    from probes.parsing.windowed import (
+        histogram_quantile_over_window,
+        histogram_quantiles_over_window,
+    )
+
+    buckets = {
+        0.1: [(0.0, 0.0), (30.0, 40.0)],
+        0.5: [(0.0, 0.0), (30.0, 90.0)],
+        1.0: [(0.0, 0.0), (30.0, 99.0)],
+        math.inf: [(0.0, 0.0), (30.0, 100.0)],
+    }
+    qs = (0.5, 0.95, 0.99)
+    together = histogram_quantiles_over_window(qs, buckets, 60.0, 30.0)
+    assert together == [histogram_quantile_over_window(q, buckets, 60.0, 30.0) for q in qs]

@@ -26,12 +26,15 @@ class _Handler(socketserver.StreamRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    def _head(self, status: str, headers: dict[str, str], length: int | None) -> None:
+    def _head(
+        self, status: str, headers: dict[str, str], length: int | None, *, close: bool = True
+    ) -> None:
         lines = [f"HTTP/1.1 {status}"]
         if length is not None:
             lines.append(f"Content-Length: {length}")
         lines += [f"{k}: {v}" for k, v in headers.items()]
-        lines.append("Connection: close")
+        if close:
+            lines.append("Connection: close")
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode())
 
     def do_ok(self, path: str) -> None:
@@ -49,6 +52,31 @@ class _Handler(socketserver.StreamRequestHandler):
             b'vllm:kv_cache_usage_perc{engine="0",model_name="atlas-70b"} 0.94\n'
         )
         self._head("200 OK", {"Content-Type": "text/plain; version=0.0.4"}, len(body))
+        self.wfile.write(body)
+
+    def do_gzip(self, path: str) -> None:
+        body = gzip.compress(b"# TYPE up gauge\nup 1\n" * 100)
+        self._head("200 OK", {"Content-Encoding": "gzip"}, len(body))
+        self.wfile.write(body)
+
+    def do_truncated_gzip(self, path: str) -> None:
+        body = gzip.compress(b"up 1\n" * 1000)[:-12]
+        self._head("200 OK", {"Content-Encoding": "gzip"}, len(body))
+        self.wfile.write(body)
+
+    def do_chunked(self, path: str) -> None:
+        self._head("200 OK", {"Transfer-Encoding": "chunked"}, None)
+        for piece in (b"# TYPE up gauge\n", b"up 1\n"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def do_header_bomb(self, path: str) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"a" * 200_000 + b"\r\n\r\n")
+
+    def do_close_after(self, path: str) -> None:
+        """Says nothing about closing, then closes: an idle keep-alive timeout, compressed."""
+        body = b"up 1\n"
+        self._head("200 OK", {}, len(body), close=False)
         self.wfile.write(body)
 
     def do_hang(self, path: str) -> None:

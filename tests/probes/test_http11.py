@@ -1,0 +1,86 @@
+"""The fan-out HTTP client's protocol handling, over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from probes.http11 import HTTPError, Pool
+from tests.support.hostile import hostile_server
+
+
+async def _loopback(host: str, port: int) -> str:
+    return "127.0.0.1"
+
+
+def _get(base: str, paths: list[str], *, max_bytes: int = 1 << 20, connections: int = 4):
+    port = int(base.rsplit(":", 1)[1])
+
+    async def run():
+        async with Pool(
+            _loopback, max_connections=connections, connect_timeout=1, read_timeout=1
+        ) as pool:
+            out = []
+            for path in paths:  # sequential: exercises connection reuse
+                try:
+                    out.append(
+                        await pool.get(
+                            ("http", "127.0.0.1", port), path, max_bytes=max_bytes, headers={}
+                        )
+                    )
+                except HTTPError as exc:
+                    out.append(exc)
+            return out
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def server():
+    with hostile_server() as base:
+        yield base
+
+
+def test_gzip_bodies_are_decoded(server):
+    (response,) = _get(server, ["/gzip"])
+    assert response.body == b"# TYPE up gauge\nup 1\n" * 100
+
+
+def test_chunked_bodies_are_joined(server):
+    (response,) = _get(server, ["/chunked"])
+    assert response.body == b"# TYPE up gauge\nup 1\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/truncated-gzip", "protocol"),
+        ("/header-bomb", "protocol"),
+        ("/garbage", "protocol"),
+        ("/gzip-bomb", "too-large"),
+        ("/huge", "too-large"),
+        ("/hang", "timeout"),
+    ],
+)
+def test_bad_responses_are_classified(server, path, kind):
+    (error,) = _get(server, [path])
+    assert isinstance(error, HTTPError) and error.kind == kind, error
+
+
+def test_a_connection_closed_while_idle_is_replaced_transparently(server):
+    responses = _get(server, ["/close-after"] * 5, connections=1)
+    assert [r.body for r in responses] == [b"up 1\n"] * 5
+
+
+def test_connections_are_reused_with_a_keep_alive_server():
+    from enginesim.deployment import Deployment, SimClock
+    from enginesim.server import SimServer
+
+    sim = SimServer(Deployment("healthy", seed=0, clock=SimClock("manual"))).start_in_thread()
+    try:
+        base = f"http://127.0.0.1:{sim.ports['main']}"
+        responses = _get(base, ["/metrics"] * 20, connections=1)
+    finally:
+        sim.stop()
+    assert all(r.status == 200 and b"vllm:num_requests_running" in r.body for r in responses)
