@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from probes import logfile, observe, retention
@@ -81,7 +81,17 @@ def dispatch_polls() -> int:
     return count
 
 
-@shared_task(name="probes.poll_deployment", bind=True)
+# A poll retries only when the database went away mid-cycle; a target that failed is
+# simply polled again next cycle, which is the retry that matters for evidence.
+RETRY = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 3,
+}
+
+
+@shared_task(name="probes.poll_deployment", bind=True, **RETRY)
 def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
     """Poll one deployment's HTTP targets for one cycle. Idempotent under redelivery."""
     cycle = datetime.fromisoformat(cycle_at)
@@ -100,7 +110,7 @@ def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
         release_targets(held, task_id)
 
 
-@shared_task(name="probes.poll_host_target", bind=True)
+@shared_task(name="probes.poll_host_target", bind=True, **RETRY)
 def poll_host_target(self, target_id: str, cycle_at: str) -> int:
     """Read one NVML or log-file target on this host for one cycle. Idempotent."""
     cycle = datetime.fromisoformat(cycle_at)
