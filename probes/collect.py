@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from probes.net import FetchPolicy, FetchResult, ProbeError, afetch, guarded_async_client
+from probes.promapi import QueryResult, instant_query
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,43 @@ def fetch_all(
     if not requests:
         return []
     return asyncio.run(_fetch_all(requests, policy, concurrency))
+
+
+@dataclass(frozen=True)
+class Queried:
+    key: str
+    name: str
+    result: QueryResult | None
+    error: ProbeError | None
+    latency_s: float
+
+
+async def _query_all(
+    jobs: Sequence[tuple[str, str, str, str]], policy: FetchPolicy, at: float, concurrency: int
+) -> list[Queried]:
+    gate = asyncio.Semaphore(concurrency)
+    async with guarded_async_client(policy, max_connections=concurrency) as client:
+
+        async def one(key: str, name: str, base: str, promql: str) -> Queried:
+            async with gate:
+                started = time.monotonic()
+                try:
+                    result = await instant_query(client, base, promql, policy, at=at)
+                except ProbeError as exc:
+                    return Queried(key, name, None, exc, time.monotonic() - started)
+                return Queried(key, name, result, None, time.monotonic() - started)
+
+        return list(await asyncio.gather(*(one(*job) for job in jobs)))
+
+
+def query_all(
+    jobs: Sequence[tuple[str, str, str, str]],
+    policy: FetchPolicy,
+    *,
+    at: float,
+    concurrency: int = 16,
+) -> list[Queried]:
+    """Evaluate ``(key, name, prometheus base URL, PromQL)`` jobs at ``at``, concurrently."""
+    if not jobs:
+        return []
+    return asyncio.run(_query_all(jobs, policy, at, concurrency))

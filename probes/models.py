@@ -63,6 +63,11 @@ class Target(models.Model):
         max_length=100, blank=True, help_text="Celery queue of the worker on the GPU host."
     )
     replica = models.CharField(max_length=100, blank=True)
+    queries = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Prometheus targets: signal name -> PromQL, evaluated each cycle.",
+    )
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
 

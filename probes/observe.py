@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from probes import promapi
 from probes.parsing import dcgm, engine, logevents, nvml_reading, sglang_info, windowed
 from probes.parsing.exposition import Labels, parse_exposition
 
@@ -263,3 +264,20 @@ def observe_nvml(reading: nvml_reading.NoGpu | tuple[nvml_reading.DeviceReading,
             }
         )
     return Observed({"state": "ok", "devices": devices}, tuple(out))
+
+
+def observe_prometheus(answers: Sequence[tuple[str, promapi.QueryResult]]) -> Observed:
+    """Each configured query's series become observations named after the query, labelled
+    with the series' labels (``__name__`` dropped); scalars are one unlabelled value."""
+    out: list[Observation] = []
+    for name, result in answers:
+        if result.scalar is not None and _finite(result.scalar):
+            out.append((name, "", result.scalar))
+        for series in result.series[:200]:
+            if not series.points:
+                continue
+            value = series.points[-1][1]
+            if _finite(value):
+                labels = tuple((k, v) for k, v in series.labels if k != "__name__")
+                out.append((name, label_text(labels), value))
+    return Observed({"queries": [name for name, _ in answers]}, tuple(dict.fromkeys(out)))

@@ -19,9 +19,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from probes.net import FetchPolicy, FetchResult, ProbeError, afetch, validate_url
+from probes.net import FetchPolicy, FetchResult, ProbeClient, ProbeError, afetch, validate_url
 
 MAX_PROMQL_BYTES = 4096
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses (end - start) / step above this
@@ -175,7 +173,7 @@ def _fmt_time(value: float) -> str:
 
 
 async def instant_query(
-    client: httpx.AsyncClient,
+    client: ProbeClient,
     base_url: str,
     promql: str,
     policy: FetchPolicy,
@@ -195,7 +193,7 @@ async def instant_query(
 
 
 async def range_query(
-    client: httpx.AsyncClient,
+    client: ProbeClient,
     base_url: str,
     promql: str,
     policy: FetchPolicy,
@@ -232,7 +230,7 @@ async def range_query(
 
 
 async def _query(
-    client: httpx.AsyncClient, url: str, params: dict[str, str], policy: FetchPolicy
+    client: ProbeClient, url: str, params: dict[str, str], policy: FetchPolicy
 ) -> QueryResult:
     query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe="")
     fetched = await afetch(client, f"{url}?{query}", policy, accept_status=ERROR_STATUSES)

@@ -20,7 +20,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from probes import logfile, observe, retention
-from probes.collect import fetch_all
+from probes.collect import fetch_all, query_all
 from probes.dispatch import due_polls
 from probes.models import HTTP_KINDS, Poll, Target, TargetKind, WorkerHeartbeat
 from probes.net import ProbeError
@@ -168,11 +168,60 @@ def poll_targets(targets: list[Target], cycle: datetime) -> int:
     if not targets:
         return 0
     policy = fetch_policy()
-    requests = [(str(t.pk), _url(t)) for t in targets]
-    fetched = {f.key: f for f in fetch_all(requests, policy)}
-    history = _history(targets, cycle)
-    outcomes = [_outcome(t, fetched[str(t.pk)], history.get(t.pk, []), cycle) for t in targets]
+    prometheus = [t for t in targets if t.kind == TargetKind.PROMETHEUS]
+    scraped = [t for t in targets if t.kind != TargetKind.PROMETHEUS]
+    fetched = {f.key: f for f in fetch_all([(str(t.pk), _url(t)) for t in scraped], policy)}
+    history = _history(scraped, cycle)
+    outcomes = [_outcome(t, fetched[str(t.pk)], history.get(t.pk, []), cycle) for t in scraped]
+    outcomes += _prometheus_outcomes(prometheus, cycle, policy)
     return record_cycle(cycle, outcomes)
+
+
+def _prometheus_outcomes(targets: list[Target], cycle: datetime, policy) -> list[PollOutcome]:
+    """Each Prometheus target's configured queries, evaluated at the cycle's instant.
+
+    The poll succeeds if any query answered; failed queries are listed in the snapshot
+    with the server's message, and the poll fails only when every query did."""
+    jobs = [
+        (str(t.pk), name, t.url, promql)
+        for t in targets
+        for name, promql in sorted((t.queries or {}).items())
+    ]
+    answers: dict[str, list] = {str(t.pk): [] for t in targets}
+    for queried in query_all(jobs, policy, at=cycle.timestamp()):
+        answers[queried.key].append(queried)
+    return [_prometheus_outcome(target, answers[str(target.pk)]) for target in targets]
+
+
+def _prometheus_outcome(target: Target, done: list) -> PollOutcome:
+    if not done:
+        return PollOutcome(
+            target_id=target.pk,
+            ok=False,
+            error_kind="no-queries",
+            error="no PromQL queries configured for this Prometheus target",
+        )
+    latency = max(q.latency_s for q in done)
+    good = [(q.name, q.result) for q in done if q.result is not None]
+    if not good:
+        first = next(q.error for q in done if q.error is not None)
+        return PollOutcome(
+            target_id=target.pk,
+            ok=False,
+            latency_s=latency,
+            error_kind=first.kind,
+            error=str(first),
+            transient=first.transient,
+        )
+    seen = observe.observe_prometheus(good)
+    errors = {q.name: str(q.error) for q in done if q.error is not None}
+    return PollOutcome(
+        target_id=target.pk,
+        ok=True,
+        latency_s=latency,
+        snapshot={**seen.snapshot, "errors": errors},
+        observations=seen.observations,
+    )
 
 
 def _url(target: Target) -> str:

@@ -554,3 +554,33 @@ def test_promql_braces_and_escaped_quotes_in_templates_are_left_alone():
     assert render_promql(template, x="b", n=1) == (
         'up{job="a\\"b"} # a "comment" with {braces}\n+ on() 1'
     )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_prometheus_target_is_polled_with_its_configured_queries(prometheus, team):
+    from datetime import UTC, datetime
+
+    from investigations.models import Deployment as AtlasDeployment
+    from probes.models import Observation, Poll, Target, TargetKind
+    from probes.tasks import poll_deployment
+
+    deployment = AtlasDeployment.objects.create(team=team, name="atlas-prom")
+    target = Target.objects.create(
+        deployment=deployment,
+        kind=TargetKind.PROMETHEUS,
+        url=prometheus.base,
+        queries={
+            "router_forward_p95": render_promql(ROUTER_P95, job="router", window="10s"),
+            "broken": "sum(",
+        },
+    )
+    # Cycles are whole seconds; the first one after Prometheus had data to answer with.
+    time.sleep(max(0.0, prometheus.ready_at + 1.1 - time.time()))
+    cycle = datetime.fromtimestamp(int(time.time()), tz=UTC)
+    poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+    poll = Poll.objects.get(target=target)
+    assert poll.ok
+    assert poll.snapshot["errors"]["broken"].startswith("promql-bad_data")
+    value = Observation.objects.get(target=target, signal="router_forward_p95").value
+    assert 0 < value < 0.02

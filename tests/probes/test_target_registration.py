@@ -69,3 +69,36 @@ def test_a_commander_can_disable_a_target(client_for, commander, responder, depl
     assert client_for(commander).post(url).status_code == 302
     target.refresh_from_db()
     assert not target.enabled
+
+
+def test_a_prometheus_target_carries_its_queries(client_for, commander, deployment):
+    text = (
+        "# router latency\n"
+        "router_forward_p95 = histogram_quantile(0.95, sum by (le) "
+        "(rate(router_forward_duration_seconds_bucket[5m])))\n"
+    )
+    response = _add(
+        client_for(commander), deployment, kind="prometheus", url="http://10.0.0.9:9090",
+        queries_text=text,
+    )  # fmt: skip
+    assert response.status_code == 302
+    queries = deployment.targets.get().queries
+    assert list(queries) == ["router_forward_p95"]
+    assert queries["router_forward_p95"].startswith("histogram_quantile(0.95")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "at least one query"),
+        ("Bad-Name = up", "lower-case name"),
+        ("a = up\na = up", "defined twice"),
+        ("only_a_name", "lower-case name"),
+    ],
+)
+def test_bad_query_lists_are_refused(client_for, commander, deployment, text, message):
+    response = _add(
+        client_for(commander), deployment, kind="prometheus", url="http://10.0.0.9:9090",
+        queries_text=text,
+    )  # fmt: skip
+    assert response.status_code == 400 and message in response.content.decode()
