@@ -7,6 +7,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from investigations.access import get_deployment
+from investigations.budget import (
+    Budget,
+    chunk_cost_ms,
+    kv_capacity_tokens,
+    max_chunk_for_itl,
+    mixed_step_ceiling_ms,
+)
 from probes.forms import TargetForm
 from teams.models import Membership, Role
 
@@ -31,8 +38,15 @@ def _context(deployment, user=None) -> dict:
             team_id=deployment.team_id, user=user, role=Role.COMMANDER
         ).exists()
     )
+    budget = Budget.of(deployment)
     return {
         "deployment": deployment,
+        "derived": {
+            "kv_capacity_tokens": kv_capacity_tokens(budget),
+            "chunk_cost_ms": chunk_cost_ms(budget),
+            "step_ceiling_ms": mixed_step_ceiling_ms(budget),
+            "max_chunk_for_itl": max_chunk_for_itl(budget),
+        },
         "targets": deployment.targets.order_by("kind", "replica"),
         "can_manage": can_manage,
         "target_form": TargetForm() if can_manage else None,

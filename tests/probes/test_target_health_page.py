@@ -44,3 +44,12 @@ def test_outsiders_get_404(client_for, outsider, deployment, name):
 def test_home_lists_the_teams_deployments_only(client_for, commander, outsider, deployment):
     assert "atlas-prod" in client_for(commander).get(reverse("home")).content.decode()
     assert "atlas-prod" not in client_for(outsider).get(reverse("home")).content.decode()
+
+
+def test_the_deployment_page_shows_the_budget_arithmetic(client_for, viewer, deployment):
+    page = (
+        client_for(viewer)
+        .get(reverse("investigations:deployment", args=[deployment.id]))
+        .content.decode()
+    )
+    assert "114688 tokens" in page and "62.9 ms" in page
