@@ -1,0 +1,442 @@
+"""Playbooks as data: one versioned YAML file per symptom, validated on load.
+
+A playbook is the method of the seed written down for one symptom: the alarm
+measurement, a tree of hypotheses with a rationale and a prior each, the checks
+that confirm or eliminate every node (a measurement over a window and a threshold
+from the budget or the baseline), and for confirmed causes a fix template whose
+parameters are computed, its verification criteria and the alert rule that
+becomes the regression gate. The file format is documented in docs/playbooks.md.
+
+Everything is checked when the file is loaded (unknown keys, cause keys, signals,
+expressions, duplicate ids), so a broken playbook fails at start-up with the path
+of the offending field, never in the middle of an incident.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from investigations.budget import Budget
+from investigations.causes import CAUSE_KEYS
+from investigations.expressions import (
+    FUNCTIONS,
+    Expression,
+    ExpressionError,
+    compile_expression,
+)
+from investigations.signals import SOURCES, known_signal
+
+BUDGET_FIELDS = frozenset(Budget.__dataclass_fields__)
+PLAYBOOK_DIR = Path(__file__).resolve().parent / "playbooks"
+SCHEMA_VERSION = 1
+MAX_FILE_BYTES = 256 * 1024
+KEY = re.compile(r"^[a-z][a-z0-9-]{1,47}$")
+REDUCERS = ("last", "max", "min", "mean", "sum", "increase", "spread")
+# Values evaluation derives from the budget and the observations (docs/playbooks.md).
+EXPECTED = frozenset(
+    {
+        "prefill_s",
+        "avg_prompt_tokens",
+        "avg_context_tokens",
+        "kv_capacity_tokens",
+        "step_ceiling_s",
+        "chunk_cost_s",
+    }
+)
+# Budget-aware functions fix parameters may call, on top of min/max/floor/...
+PLAYBOOK_FUNCTIONS = ("seqs_for_occupancy", "chunk_for_ceiling")
+OPERATORS = ("<", "<=", ">", ">=")
+
+
+class PlaybookError(ValueError):
+    """A playbook file is invalid; the message starts with the file and field path."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    signal: str
+    source: str
+    reduce: str = "last"
+    window_s: int = 300
+    labels: Mapping[str, str] = field(default_factory=dict)
+    promql: str | None = None  # for source "prometheus": what the probe evaluates
+
+
+@dataclass(frozen=True)
+class Condition:
+    op: str
+    value: Expression
+
+    def holds(self, measured: float, scope: Mapping[str, float | None]) -> bool:
+        threshold = self.value.evaluate(scope)
+        return {
+            "<": measured < threshold,
+            "<=": measured <= threshold,
+            ">": measured > threshold,
+            ">=": measured >= threshold,
+        }[self.op]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    measure: Measure
+    confirm: Condition | None
+    eliminate: Condition | None
+
+
+@dataclass(frozen=True)
+class Criterion:
+    measure: Measure
+    when: Condition
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    key: str
+    title: str
+    parameters: Mapping[str, Expression]
+    apply: Mapping[str, Expression]  # settings to change, e.g. {"max_num_seqs": ...}
+    command: str
+    verify: tuple[Criterion, ...]
+    verify_window_s: int
+    alert: Alert | None
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    key: str
+    title: str
+    rationale: str
+    prior: float
+    checks: tuple[Check, ...]
+    children: tuple[Hypothesis, ...]
+    fix: Fix | None
+
+    @property
+    def is_cause(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True)
+class Playbook:
+    key: str
+    version: int
+    title: str
+    summary: str
+    alarm: Criterion
+    hypotheses: tuple[Hypothesis, ...]
+
+    def walk(self) -> Iterator[Hypothesis]:
+        stack = list(reversed(self.hypotheses))
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def node(self, key: str) -> Hypothesis:
+        for node in self.walk():
+            if node.key == key:
+                return node
+        raise KeyError(key)
+
+    def causes(self) -> list[str]:
+        return [node.key for node in self.walk() if node.is_cause]
+
+    def measures(self) -> list[Measure]:
+        """Every measurement the playbook reads (alarm, checks, verification)."""
+        out = [self.alarm.measure]
+        for node in self.walk():
+            out += [check.measure for check in node.checks]
+            if node.fix:
+                out += [criterion.measure for criterion in node.fix.verify]
+        return out
+
+
+class _Reader:
+    """Walks the parsed YAML, keeping the field path for error messages."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.references: list[tuple[str, str]] = []  # (path, dotted name), checked at the end
+
+    def fail(self, path: str, message: str) -> PlaybookError:
+        return PlaybookError(f"{self.name}: {path}: {message}")
+
+    def mapping(self, value: Any, path: str, allowed: set[str], required: set[str]) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, "expected a mapping")
+        unknown = set(value) - allowed
+        if unknown:
+            raise self.fail(path, f"unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        missing = required - set(value)
+        if missing:
+            raise self.fail(path, f"missing field(s) {', '.join(sorted(missing))}")
+        return value
+
+    def text(self, value: Any, path: str, *, limit: int = 2000) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, "expected non-empty text")
+        if len(value) > limit:
+            raise self.fail(path, f"longer than {limit} characters")
+        return value.strip()
+
+    def key(self, value: Any, path: str) -> str:
+        if not isinstance(value, str) or not KEY.match(value):
+            raise self.fail(path, "expected a lower-case key like kv-cache-pressure")
+        return value
+
+    def number(self, value: Any, path: str, low: float, high: float) -> float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            raise self.fail(path, f"expected a number in [{low}, {high}]")
+        return float(value)
+
+    def expression(self, value: Any, path: str) -> Expression:
+        functions = {**FUNCTIONS, **dict.fromkeys(PLAYBOOK_FUNCTIONS)}
+        try:
+            expression = compile_expression(value, functions=functions)
+        except ExpressionError as exc:
+            raise self.fail(path, str(exc)) from None
+        for name in expression.names:
+            scope, _, attr = name.partition(".")
+            if scope == "budget" and attr not in BUDGET_FIELDS:
+                raise self.fail(path, f"{name}: the budget has no such constant")
+            if scope == "expected" and attr not in EXPECTED:
+                raise self.fail(path, f"{name}: expected values are {', '.join(sorted(EXPECTED))}")
+            self.references.append((path, name))
+        return expression
+
+    def measure(self, value: Any, path: str) -> Measure:
+        data = self.mapping(
+            value, path, {"signal", "source", "reduce", "window", "labels", "promql"},
+            {"signal", "source"},
+        )  # fmt: skip
+        source = data["source"]
+        if source not in SOURCES:
+            raise self.fail(f"{path}.source", f"expected one of {', '.join(SOURCES)}")
+        signal = self.text(data["signal"], f"{path}.signal", limit=64)
+        promql = data.get("promql")
+        if source == "prometheus":
+            if promql is None:
+                raise self.fail(path, "a prometheus measure needs its promql")
+            promql = self.text(promql, f"{path}.promql", limit=4096)
+        elif promql is not None:
+            raise self.fail(f"{path}.promql", "only prometheus measures carry promql")
+        elif not known_signal(source, signal):
+            raise self.fail(f"{path}.signal", f"{signal!r} is not a signal {source} probes record")
+        reduce = data.get("reduce", "last")
+        if reduce not in REDUCERS:
+            raise self.fail(f"{path}.reduce", f"expected one of {', '.join(REDUCERS)}")
+        labels = data.get("labels", {})
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise self.fail(f"{path}.labels", "expected a mapping of label name to value")
+        window = int(self.number(data.get("window", 300), f"{path}.window", 5, 7 * 86400))
+        return Measure(signal, source, reduce, window, dict(labels), promql)
+
+    def condition(self, value: Any, path: str) -> Condition:
+        data = self.mapping(value, path, {"op", "value"}, {"op", "value"})
+        if data["op"] not in OPERATORS:
+            raise self.fail(f"{path}.op", f"expected one of {' '.join(OPERATORS)}")
+        return Condition(data["op"], self.expression(data["value"], f"{path}.value"))
+
+    def criterion(self, value: Any, path: str) -> Criterion:
+        data = self.mapping(value, path, {"measure", "when", "title"}, {"measure", "when"})
+        title = self.text(data["title"], f"{path}.title", limit=200) if "title" in data else ""
+        return Criterion(
+            self.measure(data["measure"], f"{path}.measure"),
+            self.condition(data["when"], f"{path}.when"),
+            title,
+        )
+
+    def check(self, value: Any, path: str) -> Check:
+        data = self.mapping(
+            value, path, {"id", "title", "measure", "confirm", "eliminate"},
+            {"id", "title", "measure"},
+        )  # fmt: skip
+        if "confirm" not in data and "eliminate" not in data:
+            raise self.fail(path, "a check must be able to confirm or eliminate")
+        return Check(
+            self.key(data["id"], f"{path}.id"),
+            self.text(data["title"], f"{path}.title", limit=200),
+            self.measure(data["measure"], f"{path}.measure"),
+            self.condition(data["confirm"], f"{path}.confirm") if "confirm" in data else None,
+            self.condition(data["eliminate"], f"{path}.eliminate") if "eliminate" in data else None,
+        )
+
+    def fix(self, value: Any, path: str) -> Fix:
+        data = self.mapping(
+            value, path,
+            {"key", "title", "parameters", "apply", "command", "verify", "verify_window", "alert"},
+            {"key", "title", "verify"},
+        )  # fmt: skip
+        parameters = data.get("parameters", {})
+        apply = data.get("apply", {})
+        for name, part in (("parameters", parameters), ("apply", apply)):
+            if not isinstance(part, dict):
+                raise self.fail(f"{path}.{name}", "expected a mapping")
+        verify = data["verify"]
+        if not isinstance(verify, list) or not verify:
+            raise self.fail(f"{path}.verify", "expected a non-empty list of criteria")
+        alert = None
+        if "alert" in data:
+            raw = self.mapping(
+                data["alert"], f"{path}.alert", {"name", "expr", "for", "summary"},
+                {"name", "expr", "for", "summary"},
+            )  # fmt: skip
+            if not re.match(r"^[0-9]+[smh]$", str(raw["for"])):
+                raise self.fail(f"{path}.alert.for", "expected a duration like 10m")
+            alert = Alert(
+                self.text(raw["name"], f"{path}.alert.name", limit=100),
+                self.text(raw["expr"], f"{path}.alert.expr", limit=4096),
+                str(raw["for"]),
+                self.text(raw["summary"], f"{path}.alert.summary", limit=500),
+            )
+        return Fix(
+            key=self.key(data["key"], f"{path}.key"),
+            title=self.text(data["title"], f"{path}.title", limit=200),
+            parameters={
+                str(k): self.expression(v, f"{path}.parameters.{k}") for k, v in parameters.items()
+            },
+            apply={str(k): self.expression(v, f"{path}.apply.{k}") for k, v in apply.items()},
+            command=self.text(data["command"], f"{path}.command", limit=1000)
+            if "command" in data
+            else "",
+            verify=tuple(self.criterion(c, f"{path}.verify[{i}]") for i, c in enumerate(verify)),
+            verify_window_s=int(
+                self.number(data.get("verify_window", 600), f"{path}.verify_window", 60, 7 * 86400)
+            ),
+            alert=alert,
+        )
+
+    def hypothesis(self, value: Any, path: str, depth: int = 0) -> Hypothesis:
+        if depth > 6:
+            raise self.fail(path, "hypothesis tree deeper than 6 levels")
+        data = self.mapping(
+            value, path, {"key", "title", "rationale", "prior", "checks", "children", "fix"},
+            {"key", "title", "rationale", "prior"},
+        )  # fmt: skip
+        key = self.key(data["key"], f"{path}.key")
+        children_raw = data.get("children", [])
+        checks_raw = data.get("checks", [])
+        if not isinstance(children_raw, list) or not isinstance(checks_raw, list):
+            raise self.fail(path, "checks and children must be lists")
+        children = tuple(
+            self.hypothesis(c, f"{path}.children[{i}]", depth + 1)
+            for i, c in enumerate(children_raw)
+        )
+        if not children and key not in CAUSE_KEYS:
+            raise self.fail(f"{path}.key", f"{key!r} is a leaf but not a documented cause key")
+        if children and key in CAUSE_KEYS:
+            raise self.fail(f"{path}.key", f"cause key {key!r} must be a leaf")
+        if not checks_raw:
+            raise self.fail(path, "every hypothesis needs at least one check")
+        fix = self.fix(data["fix"], f"{path}.fix") if "fix" in data else None
+        if fix and children:
+            raise self.fail(f"{path}.fix", "only causes (leaves) carry a fix")
+        return Hypothesis(
+            key=key,
+            title=self.text(data["title"], f"{path}.title", limit=200),
+            rationale=self.text(data["rationale"], f"{path}.rationale"),
+            prior=self.number(data["prior"], f"{path}.prior", 0.001, 1.0),
+            checks=tuple(self.check(c, f"{path}.checks[{i}]") for i, c in enumerate(checks_raw)),
+            children=children,
+            fix=fix,
+        )
+
+
+def parse_playbook(text: str, name: str = "<playbook>") -> Playbook:
+    """Validate and build a playbook from YAML text."""
+    if len(text.encode()) > MAX_FILE_BYTES:
+        raise PlaybookError(f"{name}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PlaybookError(f"{name}: not valid YAML: {exc}") from None
+    reader = _Reader(name)
+    data = reader.mapping(
+        raw, "$", {"schema", "key", "version", "title", "summary", "alarm", "hypotheses"},
+        {"schema", "key", "version", "title", "summary", "alarm", "hypotheses"},
+    )  # fmt: skip
+    if data["schema"] != SCHEMA_VERSION:
+        raise reader.fail("$.schema", f"this version of Atlas reads schema {SCHEMA_VERSION}")
+    hypotheses_raw = data["hypotheses"]
+    if not isinstance(hypotheses_raw, list) or not hypotheses_raw:
+        raise reader.fail("$.hypotheses", "expected a non-empty list")
+    playbook = Playbook(
+        key=reader.key(data["key"], "$.key"),
+        version=int(reader.number(data["version"], "$.version", 1, 10_000)),
+        title=reader.text(data["title"], "$.title", limit=200),
+        summary=reader.text(data["summary"], "$.summary"),
+        alarm=reader.criterion(data["alarm"], "$.alarm"),
+        hypotheses=tuple(
+            reader.hypothesis(h, f"$.hypotheses[{i}]") for i, h in enumerate(hypotheses_raw)
+        ),
+    )
+    seen_nodes: set[str] = set()
+    seen_checks: set[str] = set()
+    parameters: set[str] = set()
+    for node in playbook.walk():
+        if node.key in seen_nodes:
+            raise reader.fail("$.hypotheses", f"hypothesis key {node.key!r} appears twice")
+        seen_nodes.add(node.key)
+        for check in node.checks:
+            if check.id in seen_checks:
+                raise reader.fail("$.hypotheses", f"check id {check.id!r} appears twice")
+            seen_checks.add(check.id)
+        if node.fix:
+            parameters |= set(node.fix.parameters)
+    signals = {m.signal for m in playbook.measures()}
+    for path, name in reader.references:
+        scope, _, attr = name.partition(".")
+        if scope == "observed" and attr.replace("_", "-") not in seen_checks:
+            raise reader.fail(path, f"{name}: observed.<check id> must name a check here")
+        if scope == "param" and attr not in parameters:
+            raise reader.fail(path, f"{name}: no fix parameter of that name")
+        if scope == "baseline" and attr not in signals:
+            raise reader.fail(path, f"{name}: baseline.<signal> must be a signal measured here")
+    return playbook
+
+
+def load_file(path: Path) -> Playbook:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise PlaybookError(f"{path.name}: larger than {MAX_FILE_BYTES} bytes")
+    playbook = parse_playbook(path.read_text(encoding="utf-8"), path.name)
+    if playbook.key != path.stem:
+        raise PlaybookError(f"{path.name}: key {playbook.key!r} must match the file name")
+    return playbook
+
+
+@cache
+def playbooks() -> dict[str, Playbook]:
+    """Every playbook shipped with Atlas, by symptom key (loaded once per process)."""
+    return {p.key: p for p in (load_file(f) for f in sorted(PLAYBOOK_DIR.glob("*.yaml")))}
+
+
+def get_playbook(key: str) -> Playbook:
+    try:
+        return playbooks()[key]
+    except KeyError:
+        raise PlaybookError(f"no playbook for symptom {key!r}") from None

@@ -1,0 +1,35 @@
+"""The signals probes record, by source: what a playbook measure may name.
+
+Kept in step with probes/observe.py (a test compares them on real scrapes), so a
+typo in a playbook fails when the file loads instead of reading nothing forever.
+"""
+
+from __future__ import annotations
+
+import re
+
+SOURCES = ("engine", "sglang_info", "dcgm", "nvml", "prometheus", "log", "artifact")
+
+_HISTOGRAMS = "ttft|itl|e2e|queue_time|prefill_time|decode_time|iteration_tokens"
+_PATTERNS: dict[str, re.Pattern[str]] = {
+    "engine": re.compile(
+        r"^(kv_cache_usage|requests_(running|waiting|swapped|retracted)|gen_throughput"
+        r"|cache_hit_rate"
+        r"|(preemptions|prompt_tokens|generation_tokens|requests_finished"
+        r"|prefix_cache_queries|prefix_cache_hits)_rate"
+        rf"|({_HISTOGRAMS})_(p50|p95|p99|mean|count_rate))$"
+    ),
+    "sglang_info": re.compile(
+        r"^sglang_(weight_gb|kvcache_gb|graph_gb|token_capacity|max_running_requests)$"
+    ),
+    "dcgm": re.compile(r"^gpu_[a-z0-9_]+$"),
+    "nvml": re.compile(r"^nvml_[a-z0-9_]+$"),
+    "prometheus": re.compile(r"^[a-z][a-z0-9_]{0,47}$"),
+    "log": re.compile(r"^(log_events|log_stats_[a-z0-9_]+)$"),
+    "artifact": re.compile(r"^artifact_[a-z0-9_]+$"),
+}
+
+
+def known_signal(source: str, signal: str) -> bool:
+    pattern = _PATTERNS.get(source)
+    return bool(pattern and pattern.match(signal))
