@@ -74,15 +74,6 @@ class Condition:
     op: str
     value: Expression
 
-    def holds(self, measured: float, scope: Mapping[str, float | None]) -> bool:
-        threshold = self.value.evaluate(scope)
-        return {
-            "<": measured < threshold,
-            "<=": measured <= threshold,
-            ">": measured > threshold,
-            ">=": measured >= threshold,
-        }[self.op]
-
 
 @dataclass(frozen=True)
 class Check:

@@ -1,0 +1,131 @@
+"""Evaluation against the playbook's own incidents, built as observation series."""
+
+from __future__ import annotations
+
+import pytest
+
+from investigations.budget import Budget
+from investigations.evaluation import evaluate, reduce
+from investigations.playbook import Measure, playbooks
+
+NOW = 10_000.0
+ATLAS = Budget()
+
+
+def flat(value: float, *, every: float = 15.0, span: float = 600.0):
+    return [(NOW - span + every * i, value) for i in range(1, int(span / every) + 1)]
+
+
+def walkthrough_1(overrides: dict | None = None) -> dict:
+    """Monday-morning ramp: KV 94 %, preemptions climbing, queue 47, router fast."""
+    obs = {
+        ("engine", "ttft_p95"): [("", flat(1.4))],
+        ("engine", "requests_waiting"): [("", flat(47))],
+        ("engine", "requests_running"): [("", flat(40))],
+        ("engine", "kv_cache_usage"): [("", flat(0.94))],
+        ("engine", "preemptions_rate"): [("", flat(23 / 300))],
+        ("engine", "prompt_tokens_rate"): [("", flat(2000 * 1.5))],
+        ("engine", "e2e_count_rate"): [("", flat(1.5))],
+        ("engine", "prefill_time_mean"): [("", flat(0.20))],
+        ("engine", "queue_time_p95"): [("", flat(1.1))],
+        ("prometheus", "router_forward_p95"): [("", flat(0.008))],
+    }
+    obs.update(overrides or {})
+    return obs
+
+
+def test_walkthrough_1_ranks_kv_pressure_first_and_eliminates_the_decoys():
+    result = evaluate(playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW)
+    assert result.alarm.firing and result.alarm.threshold == pytest.approx(0.6)
+    assert result.ranking[0] == "kv-cache-pressure"
+    assert result.find("kv-cache-pressure").suggestion == "confirm"
+    assert result.find("router-latency").suggestion == "eliminate"
+    assert result.find("prefill-slow").suggestion == "eliminate"
+    check = result.find("router-latency").checks[0]
+    assert (check.measured, check.eliminate_threshold, check.reason) == (
+        0.008,
+        0.02,
+        "0.008 < 0.02",
+    )
+
+
+def test_the_prefill_expectation_is_the_budget_arithmetic():
+    result = evaluate(playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW)
+    # 2,000-token prompts: four 512-token steps of at most 45 + 17.92 ms.
+    assert result.expected["expected.avg_prompt_tokens"] == pytest.approx(2000)
+    assert result.expected["expected.prefill_s"] == pytest.approx(4 * 0.06292)
+
+
+def test_the_fix_parameter_comes_from_the_observed_context_and_the_budget():
+    result = evaluate(playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW)
+    fix = result.find("kv-cache-pressure").fix
+    # avg context = 0.94 x 114,688 / 40 = 2,695 tokens -> 34 seats under 80 %, capped below 40.
+    assert fix.parameters["max_num_seqs"] == 34
+    assert fix.apply == {"max_num_seqs": 34}
+    assert "--max-num-seqs 34" in fix.command
+
+
+def test_missing_data_is_inconclusive_never_eliminated():
+    observations = walkthrough_1()
+    del observations[("prometheus", "router_forward_p95")]
+    del observations[("engine", "prompt_tokens_rate")]  # no expected prefill time
+    result = evaluate(playbooks()["high-ttft"], ATLAS, observations, NOW)
+    router = result.find("router-latency")
+    assert router.suggestion == "inconclusive"
+    assert router.checks[0].reason == "no data in the window"
+    prefill = result.find("prefill-slow")
+    assert prefill.suggestion == "inconclusive"
+    assert "expected.prefill_s" in prefill.checks[0].reason
+    assert result.ranking[0] == "kv-cache-pressure"
+
+
+def test_decisions_are_never_overridden_by_evaluation():
+    result = evaluate(
+        playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW,
+        decisions={"kv-cache-pressure": "eliminated"},
+    )  # fmt: skip
+    node = result.find("kv-cache-pressure")
+    assert node.state == "eliminated" and node.score == 0.0
+    assert node.suggestion == "confirm"  # the evidence still says so; people decided
+    assert result.ranking[-1] == "kv-cache-pressure"
+
+
+def test_a_slow_router_ranks_first_when_the_engines_are_healthy():
+    healthy = walkthrough_1(
+        {
+            ("engine", "requests_waiting"): [("", flat(4))],
+            ("engine", "kv_cache_usage"): [("", flat(0.5))],
+            ("engine", "preemptions_rate"): [("", flat(0.0))],
+            ("prometheus", "router_forward_p95"): [("", flat(0.4))],
+        }
+    )
+    result = evaluate(playbooks()["high-ttft"], ATLAS, healthy, NOW)
+    assert result.ranking[0] == "router-latency"
+    assert result.find("engine-queue").suggestion == "eliminate"
+
+
+def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
+    observations = {
+        ("engine", "itl_p99"): [("", flat(0.31))],
+        ("engine", "itl_p50"): [("", flat(0.048))],
+        ("engine", "iteration_tokens_p99"): [("", flat(4096 + 40))],
+        ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(1410)) for g in range(4)],
+        ("dcgm", "gpu_clock_events"): [(f"gpu={g}", flat(0)) for g in range(4)],
+    }
+    result = evaluate(playbooks()["itl-spikes"], ATLAS, observations, NOW)
+    assert result.ranking[0] == "oversized-prefill-chunks"
+    assert result.find("tp-straggler").suggestion == "eliminate"  # clocks within 5 %
+    assert result.find("gc-pauses").suggestion == "inconclusive"  # no gc log uploaded
+    assert result.find("oversized-prefill-chunks").fix.parameters["max_num_batched_tokens"] == 512
+
+
+def test_a_throttled_rank_is_a_straggler():
+    clocks = [(f"gpu={g}", flat(1410)) for g in range(3)] + [("gpu=3", flat(1200))]
+    measure = Measure("gpu_sm_clock_mhz", "dcgm", "spread", 300)
+    assert reduce(measure, {("dcgm", "gpu_sm_clock_mhz"): clocks}, NOW) == pytest.approx(0.175)
+
+
+def test_points_outside_the_window_do_not_count():
+    old = [(NOW - 3600, 0.99)]
+    measure = Measure("kv_cache_usage", "engine", "max", 300)
+    assert reduce(measure, {("engine", "kv_cache_usage"): [("", old)]}, NOW) is None
