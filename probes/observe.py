@@ -135,7 +135,8 @@ def observe_dcgm(body: bytes) -> Observed:
         used = record.fb_used_fraction
         if _finite(used):
             out.append(("gpu_fb_used_fraction", labels, used))
-        if record.clock_events:
+        if "clock_event_reasons" in record.fields or record.clock_events:
+            # Zero reasons is evidence too: it eliminates throttling.
             out.append(("gpu_clock_events", labels, float(len(record.clock_events))))
     snapshot = {
         "gpus": [

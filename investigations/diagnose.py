@@ -1,0 +1,196 @@
+"""Diagnosis without a worker or a database: poll endpoints in-process for a few cycles,
+keep the observations in memory and evaluate the symptom's playbook.
+
+The same collectors, parsers and evaluation as the Celery path, so a terminal or a
+script (or a drill) gets the ranked tree the console would show.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from investigations.budget import Budget
+from investigations.evaluation import Evaluation, NodeResult, evaluate
+from investigations.playbook import Playbook
+from probes import observe
+from probes.collect import fetch_all, query_all
+from probes.net import FetchPolicy
+from probes.parsing.exposition import ExpositionError
+from probes.parsing.logevents import FollowerState
+
+LOG_READ_LIMIT = 1 << 20
+MAX_CYCLES = 1000
+
+
+@dataclass
+class Endpoint:
+    kind: str  # engine | dcgm | log | prometheus
+    url: str
+    index: int
+    history: list = field(default_factory=list)  # engine snapshots for windowed stats
+    follower: FollowerState = field(default_factory=FollowerState)
+    offset: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Diagnosis:
+    """Accumulates observations across cycles; ``evaluate`` can be called after any cycle."""
+
+    def __init__(
+        self,
+        playbook: Playbook,
+        budget: Budget,
+        endpoints: Sequence[tuple[str, str]],
+        policy: FetchPolicy,
+        *,
+        window_s: float = 60.0,
+    ) -> None:
+        self.playbook = playbook
+        self.budget = budget
+        self.policy = policy
+        self.window_s = window_s
+        self.endpoints = [Endpoint(kind, url, i) for i, (kind, url) in enumerate(endpoints)]
+        self.observations: dict[tuple[str, str], dict[str, list]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
+
+    def _add(self, source: str, endpoint: Endpoint, now: float, found) -> None:
+        for signal, labels, value in found:
+            if source == "engine" and labels:
+                continue  # per-rank engine series: the aggregate is what playbooks read
+            tagged = f"target={endpoint.index}" + (f",{labels}" if labels else "")
+            self.observations[(source, signal)][tagged].append((now, value))
+
+    def cycle(self, now: float | None = None) -> None:
+        """Poll every endpoint once (concurrently) and keep what they said."""
+        now = time.time() if now is None else now
+        scraped = [e for e in self.endpoints if e.kind != "prometheus"]
+        requests = [(str(e.index), self._url(e)) for e in scraped]
+        for fetched, endpoint in zip(fetch_all(requests, self.policy), scraped, strict=True):
+            if fetched.error is not None:
+                endpoint.errors.append(str(fetched.error))
+                continue
+            self._observe(endpoint, fetched.result, now)
+        jobs = [
+            (str(e.index), name, e.url, promql)
+            for e in self.endpoints
+            if e.kind == "prometheus"
+            for name, promql in self.queries.items()
+        ]
+        by_index = {str(e.index): e for e in self.endpoints}
+        for queried in query_all(jobs, self.policy, at=now):
+            endpoint = by_index[queried.key]
+            if queried.error is not None:
+                endpoint.errors.append(f"{queried.name}: {queried.error}")
+                continue
+            seen = observe.observe_prometheus([(queried.name, queried.result)])
+            self._add("prometheus", endpoint, now, seen.observations)
+
+    def _url(self, endpoint: Endpoint) -> str:
+        if endpoint.kind == "log":
+            sep = "&" if "?" in endpoint.url else "?"
+            return f"{endpoint.url}{sep}offset={endpoint.offset}&limit={LOG_READ_LIMIT}"
+        return endpoint.url
+
+    def _observe(self, endpoint: Endpoint, result, now: float) -> None:
+        try:
+            if endpoint.kind == "engine":
+                seen = observe.observe_engine(result.body, endpoint.history, now, self.window_s)
+                endpoint.history = [*endpoint.history, (now, seen.snapshot)][-64:]
+            elif endpoint.kind == "dcgm":
+                seen = observe.observe_dcgm(result.body)
+            else:
+                when = datetime.fromtimestamp(now, tz=UTC)
+                endpoint.follower, seen = observe.observe_log(endpoint.follower, result.body, when)
+                header = result.headers.get("x-log-next-offset")
+                endpoint.offset = int(header) if header else endpoint.offset + len(result.body)
+        except (ExpositionError, ValueError) as exc:
+            endpoint.errors.append(f"unusable response: {exc}")
+            return
+        source = {"engine": "engine", "dcgm": "dcgm", "log": "log"}[endpoint.kind]
+        self._add(source, endpoint, now, seen.observations)
+
+    def evaluate(self, now: float | None = None) -> Evaluation:
+        view = {
+            key: [(labels, points) for labels, points in series.items()]
+            for key, series in self.observations.items()
+        }
+        return evaluate(self.playbook, self.budget, view, time.time() if now is None else now)
+
+
+def run(
+    diagnosis: Diagnosis,
+    *,
+    cycles: int,
+    interval_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Evaluation:
+    if not 1 <= cycles <= MAX_CYCLES:
+        raise ValueError(f"cycles must be between 1 and {MAX_CYCLES}")
+    for n in range(cycles):
+        started = time.monotonic()
+        diagnosis.cycle()
+        if n + 1 < cycles:
+            sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    return diagnosis.evaluate()
+
+
+def node_json(node: NodeResult) -> dict:
+    return {
+        "key": node.key,
+        "title": node.title,
+        "cause": node.is_cause,
+        "state": node.state,
+        "suggestion": node.suggestion,
+        "score": round(node.score, 6),
+        "evidence": [
+            {
+                "check": c.id,
+                "title": c.title,
+                "measured": c.measured,
+                "outcome": c.outcome,
+                "reason": c.reason,
+                "confirm_threshold": c.confirm_threshold,
+                "eliminate_threshold": c.eliminate_threshold,
+                "window_s": c.window_s,
+            }
+            for c in node.checks
+        ],
+        "children": [node_json(child) for child in node.children],
+    }
+
+
+def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> dict:
+    """The shape scripts rely on: hypotheses, root_cause (or null), fix, ranking."""
+    top = result.find(result.ranking[0]) if result.ranking else None
+    root = top if top is not None and top.suggestion == "confirm" else None
+    fix = None
+    if root is not None and root.fix is not None:
+        fix = {
+            "key": root.fix.key,
+            "title": root.fix.title,
+            "parameters": dict(root.fix.parameters),
+            "apply": dict(root.fix.apply),
+            "command": root.fix.command,
+            "problems": list(root.fix.problems),
+        }
+    out = {
+        "alarm": {
+            "measured": result.alarm.measured,
+            "threshold": result.alarm.threshold,
+            "firing": result.alarm.firing,
+        },
+        "ranking": list(result.ranking),
+        "root_cause": root.key if root else None,
+        "fix": fix,
+        "hypotheses": [node_json(node) for node in result.nodes],
+        "expected": dict(result.expected),
+    }
+    if diagnosis is not None:
+        out["probe_errors"] = {e.url: e.errors[-3:] for e in diagnosis.endpoints if e.errors}
+    return out

@@ -1,0 +1,90 @@
+"""python manage.py diagnose --symptom high-ttft --engine URL ... --json
+
+Runs the probes and the playbook in-process for N cycles and prints the ranked tree;
+no worker, no database rows. Exit status 0 when it ran (whatever it found), 2 on
+bad arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError
+
+from investigations.budget import Budget
+from investigations.diagnose import Diagnosis, evaluation_json, run
+from investigations.playbook import PlaybookError, get_playbook, playbooks
+from probes.net import ProbeError, validate_url
+from probes.policy import fetch_policy
+
+MAX_DEPLOYMENT_FILE = 64 * 1024
+
+
+class Command(BaseCommand):
+    help = "Diagnose a symptom against live endpoints without a worker."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--symptom", required=True, help=", ".join(sorted(playbooks())))
+        for kind in ("engine", "prometheus", "dcgm", "log"):
+            parser.add_argument(f"--{kind}", action="append", default=[], metavar="URL")
+        parser.add_argument("--deployment", type=Path, help="YAML/JSON file of budget constants")
+        parser.add_argument("--interval", type=float, default=5.0)
+        parser.add_argument("--cycles", type=int, default=3)
+        parser.add_argument("--window", type=float, default=60.0, help="seconds for rates")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            playbook = get_playbook(options["symptom"])
+        except PlaybookError as exc:
+            raise CommandError(str(exc)) from None
+        endpoints = [
+            (kind, url) for kind in ("engine", "prometheus", "dcgm", "log") for url in options[kind]
+        ]
+        if not endpoints:
+            raise CommandError("give at least one --engine, --prometheus, --dcgm or --log URL")
+        for _, url in endpoints:
+            try:
+                validate_url(url)
+            except ProbeError as exc:
+                raise CommandError(f"{url}: {exc.message}") from None
+        if not 0.1 <= options["interval"] <= 3600:
+            raise CommandError("--interval must be between 0.1 and 3600 seconds")
+        budget = self._budget(options["deployment"])
+        diagnosis = Diagnosis(
+            playbook, budget, endpoints, fetch_policy(), window_s=options["window"]
+        )
+        try:
+            result = run(diagnosis, cycles=options["cycles"], interval_s=options["interval"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        report = evaluation_json(result, diagnosis)
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2, default=str))
+            return
+        self.stdout.write(f"{playbook.title}: alarm {report['alarm']}")
+        for key in report["ranking"]:
+            node = result.find(key)
+            self.stdout.write(f"  {node.score:9.4f}  {key:26} {node.suggestion}")
+        self.stdout.write(f"root cause: {report['root_cause']}  fix: {report['fix']}")
+
+    def _budget(self, path: Path | None) -> Budget:
+        if path is None:
+            return Budget()
+        try:
+            if path.stat().st_size > MAX_DEPLOYMENT_FILE:
+                raise CommandError(f"{path}: larger than {MAX_DEPLOYMENT_FILE} bytes")
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise CommandError(f"{path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise CommandError(f"{path}: expected a mapping of budget constants")
+        unknown = set(data) - set(Budget.__dataclass_fields__)
+        if unknown:
+            raise CommandError(f"{path}: unknown constants {', '.join(sorted(unknown))}")
+        try:
+            return Budget(**data)
+        except (TypeError, ValueError) as exc:
+            raise CommandError(f"{path}: {exc}") from None
