@@ -21,3 +21,18 @@ def get_deployment(user, deployment_id, minimum: Role = Role.VIEWER) -> Deployme
 
 def deployments_of(user):
     return Deployment.objects.filter(team__memberships__user=user).select_related("team")
+
+
+def get_investigation(user, investigation_id, minimum: Role = Role.VIEWER):
+    """An investigation of one of the user's teams: 404 for outsiders, 403 if the role is
+    too low for the action."""
+    from investigations.models import Investigation
+
+    try:
+        investigation = Investigation.objects.select_related("deployment", "team").get(
+            pk=investigation_id
+        )
+    except (Investigation.DoesNotExist, ValueError):
+        raise Http404 from None
+    authorize(user, investigation.team_id, minimum)
+    return investigation

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from investigations.budget import Budget
 from investigations.evaluation import Evaluation, NodeResult, evaluate
+from investigations.observations import series_labels
 from investigations.playbook import Playbook
 from probes import observe
 from probes.collect import fetch_all, query_all
@@ -61,10 +62,9 @@ class Diagnosis:
 
     def _add(self, source: str, endpoint: Endpoint, now: float, found) -> None:
         for signal, labels, value in found:
-            if source == "engine" and labels:
-                continue  # per-rank engine series: the aggregate is what playbooks read
-            tagged = f"target={endpoint.index}" + (f",{labels}" if labels else "")
-            self.observations[(source, signal)][tagged].append((now, value))
+            tagged = series_labels(source, str(endpoint.index), labels)
+            if tagged is not None:
+                self.observations[(source, signal)][tagged].append((now, value))
 
     def cycle(self, now: float | None = None) -> None:
         """Poll every endpoint once (concurrently) and keep what they said."""

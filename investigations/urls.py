@@ -4,6 +4,13 @@ from investigations import views
 
 app_name = "investigations"
 urlpatterns = [
+    path(
+        "deployments/<uuid:deployment_id>/investigations/new/",
+        views.open_investigation,
+        name="open",
+    ),
+    path("investigations/<uuid:investigation_id>/", views.investigation_detail, name="detail"),
+    path("investigations/<uuid:investigation_id>/tree/", views.investigation_tree, name="tree"),
     path("deployments/<uuid:deployment_id>/", views.deployment_detail, name="deployment"),
     path(
         "deployments/<uuid:deployment_id>/targets/",

@@ -1,12 +1,18 @@
-"""Deployment pages. Thin: authorise through ``access``, read, render."""
+"""Deployment and investigation pages. Thin: authorise through ``access``, call one
+action or one pure evaluation, render."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from datetime import timedelta
 
-from investigations.access import get_deployment
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from investigations import actions
+from investigations.access import get_deployment, get_investigation
 from investigations.budget import (
     Budget,
     chunk_cost_ms,
@@ -14,6 +20,10 @@ from investigations.budget import (
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
+from investigations.evaluation import evaluate
+from investigations.forms import OpenInvestigationForm
+from investigations.observations import load_observations
+from investigations.playbook import get_playbook
 from probes.forms import TargetForm
 from teams.models import Membership, Role
 
@@ -50,4 +60,51 @@ def _context(deployment, user=None) -> dict:
         "targets": deployment.targets.order_by("kind", "replica"),
         "can_manage": can_manage,
         "target_form": TargetForm() if can_manage else None,
+        "open_form": OpenInvestigationForm(),
+        "investigations": deployment.investigations.order_by("-opened_at")[:20],
+    }
+
+
+@require_POST
+def open_investigation(request: HttpRequest, deployment_id) -> HttpResponse:
+    deployment = get_deployment(request.user, deployment_id, Role.RESPONDER)
+    form = OpenInvestigationForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Pick a symptom from the list.")
+        return redirect("investigations:deployment", deployment_id=deployment.pk)
+    investigation = actions.open_investigation(
+        deployment=deployment,
+        symptom=form.cleaned_data["symptom"],
+        user=request.user,
+        title=form.cleaned_data["title"],
+    )
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_GET
+def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse:
+    investigation = get_investigation(request.user, investigation_id)
+    return render(request, "investigations/detail.html", _tree_context(investigation))
+
+
+@require_GET
+def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The evaluated tree alone, for htmx to refresh every poll cycle."""
+    investigation = get_investigation(request.user, investigation_id)
+    return render(request, "investigations/_tree.html", _tree_context(investigation))
+
+
+def _tree_context(investigation) -> dict:
+    playbook = get_playbook(investigation.symptom)
+    now = timezone.now()
+    longest = max(m.window_s for m in playbook.measures())
+    observations = load_observations(
+        investigation.deployment_id, now - timedelta(seconds=longest), now
+    )
+    result = evaluate(playbook, Budget.of(investigation.deployment), observations, now.timestamp())
+    return {
+        "investigation": investigation,
+        "playbook": playbook,
+        "result": result,
+        "top": result.find(result.ranking[0]) if result.ranking else None,
     }

@@ -1,0 +1,12 @@
+from django import forms
+
+from investigations.playbook import playbooks
+
+
+class OpenInvestigationForm(forms.Form):
+    symptom = forms.ChoiceField(choices=())
+    title = forms.CharField(max_length=200, required=False, strip=True)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["symptom"].choices = [(k, p.title) for k, p in sorted(playbooks().items())]
