@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from investigations.models import Deployment, Investigation
+from investigations.models import Decision, Deployment, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
 from probes.models import Target, TargetKind
 
@@ -24,6 +24,12 @@ def open_investigation(
         title=title or f"{playbook.title} on {deployment.name}",
         opened_by=user,
     )
+    TimelineEvent.objects.create(
+        investigation=investigation,
+        kind="opened",
+        actor=user,
+        summary=f"Opened from symptom {symptom} by {user.get_username() if user else 'automation'}",
+    )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:
         for target in Target.objects.select_for_update().filter(
@@ -32,3 +38,74 @@ def open_investigation(
             target.queries = {**(target.queries or {}), **queries}
             target.save(update_fields=["queries"])
     return investigation
+
+
+class DecisionConflict(Exception):
+    """Someone decided on the same hypothesis since this person loaded the page."""
+
+
+STATE_AFTER = {"confirm": "confirmed", "eliminate": "eliminated", "reopen": "open"}
+
+
+def node_states(investigation: Investigation) -> dict[str, str]:
+    """Each decided node's current state: the latest decision wins."""
+    states: dict[str, str] = {}
+    for node, action in investigation.decisions.order_by("sequence").values_list("node", "action"):
+        states[node] = STATE_AFTER[action]
+    return states
+
+
+@transaction.atomic
+def decide(
+    *,
+    investigation: Investigation,
+    node: str,
+    action: str,
+    reason: str,
+    user,
+    evidence: dict,
+    expected_state: str | None = None,
+    automatic: bool = False,
+) -> Decision:
+    """Record a decision with its frozen evidence and a timeline event.
+
+    Locks the investigation row, so two commanders deciding at once are serialised;
+    ``expected_state`` (the state the person saw) turns a silent overwrite into a
+    ``DecisionConflict`` the second person is told about.
+    """
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    playbook = get_playbook(locked.symptom)
+    try:
+        playbook.node(node)
+    except KeyError:
+        raise ValueError(f"{node!r} is not a hypothesis of this playbook") from None
+    if action not in STATE_AFTER:
+        raise ValueError(f"unknown action {action!r}")
+    if not reason.strip():
+        raise ValueError("a decision needs a reason")
+    current = node_states(locked).get(node, "open")
+    if expected_state is not None and current != expected_state:
+        last = locked.decisions.filter(node=node).order_by("-sequence").first()
+        who = last.decided_by.get_username() if last and last.decided_by else "someone"
+        raise DecisionConflict(f"{who} already set {node} to {current}; reload and decide again")
+    if STATE_AFTER[action] == current:
+        raise DecisionConflict(f"{node} is already {current}")
+    sequence = locked.decisions.count() + 1
+    decision = Decision.objects.create(
+        investigation=locked,
+        node=node,
+        action=action,
+        reason=reason.strip(),
+        evidence=evidence,
+        automatic=automatic,
+        decided_by=user,
+        sequence=sequence,
+    )
+    TimelineEvent.objects.create(
+        investigation=locked,
+        kind="decision",
+        actor=user,
+        summary=f"{action} {node}: {reason.strip()[:300]}",
+        data={"decision": str(decision.pk), "node": node, "action": action},
+    )
+    return decision

@@ -10,3 +10,14 @@ class OpenInvestigationForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["symptom"].choices = [(k, p.title) for k, p in sorted(playbooks().items())]
+
+
+class DecisionForm(forms.Form):
+    node = forms.CharField(max_length=64)
+    action = forms.ChoiceField(
+        choices=[("confirm", "Confirm"), ("eliminate", "Eliminate"), ("reopen", "Reopen")]
+    )
+    reason = forms.CharField(max_length=4000, strip=True)
+    expected_state = forms.ChoiceField(
+        choices=[("open", "open"), ("confirmed", "confirmed"), ("eliminated", "eliminated")]
+    )

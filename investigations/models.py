@@ -81,3 +81,60 @@ class Investigation(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"{self.symptom} on {self.deployment}"
+
+
+class Decision(models.Model):
+    """A person's (or an auto-apply rule's) verdict on one hypothesis, with the evidence
+    as it was shown at that moment. Rows are never edited: a later decision supersedes."""
+
+    class Action(models.TextChoices):
+        CONFIRM = "confirm", "Confirm"
+        ELIMINATE = "eliminate", "Eliminate"
+        REOPEN = "reopen", "Reopen"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    investigation = models.ForeignKey(
+        Investigation, on_delete=models.CASCADE, related_name="decisions"
+    )
+    node = models.CharField(max_length=64)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    reason = models.TextField(max_length=4000)
+    evidence = models.JSONField(default=dict, help_text="The node's checks, frozen.")
+    automatic = models.BooleanField(default=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(auto_now_add=True)
+    sequence = models.PositiveIntegerField(help_text="Order within the investigation.")
+
+    class Meta:
+        ordering = ["investigation", "sequence"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["investigation", "sequence"], name="one_decision_per_sequence"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.node}"
+
+
+class TimelineEvent(models.Model):
+    """What happened, in order: opened, decisions, fixes, verification, closed."""
+
+    investigation = models.ForeignKey(
+        Investigation, on_delete=models.CASCADE, related_name="timeline"
+    )
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=32)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    summary = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["investigation", "at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.summary}"

@@ -11,6 +11,7 @@ urlpatterns = [
     ),
     path("investigations/<uuid:investigation_id>/", views.investigation_detail, name="detail"),
     path("investigations/<uuid:investigation_id>/tree/", views.investigation_tree, name="tree"),
+    path("investigations/<uuid:investigation_id>/decide/", views.decide, name="decide"),
     path("deployments/<uuid:deployment_id>/", views.deployment_detail, name="deployment"),
     path(
         "deployments/<uuid:deployment_id>/targets/",

@@ -21,7 +21,8 @@ from investigations.budget import (
     mixed_step_ceiling_ms,
 )
 from investigations.evaluation import evaluate
-from investigations.forms import OpenInvestigationForm
+from investigations.evidence import frozen_evidence
+from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.observations import load_observations
 from investigations.playbook import get_playbook
 from probes.forms import TargetForm
@@ -94,6 +95,36 @@ def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
     return render(request, "investigations/_tree.html", _tree_context(investigation))
 
 
+@require_POST
+def decide(request: HttpRequest, investigation_id) -> HttpResponse:
+    investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A decision needs a hypothesis, an action and a reason.")
+        return redirect("investigations:detail", investigation_id=investigation.pk)
+    data = form.cleaned_data
+    try:
+        node = _tree_context(investigation)["result"].find(data["node"])
+    except KeyError:
+        messages.error(request, "That hypothesis is not part of this investigation.")
+        return redirect("investigations:detail", investigation_id=investigation.pk)
+    try:
+        actions.decide(
+            investigation=investigation,
+            node=data["node"],
+            action=data["action"],
+            reason=data["reason"],
+            user=request.user,
+            evidence=frozen_evidence(node),
+            expected_state=data["expected_state"],
+        )
+    except (actions.DecisionConflict, ValueError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{data['action']} {data['node']} recorded.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
 def _tree_context(investigation) -> dict:
     playbook = get_playbook(investigation.symptom)
     now = timezone.now()
@@ -101,10 +132,17 @@ def _tree_context(investigation) -> dict:
     observations = load_observations(
         investigation.deployment_id, now - timedelta(seconds=longest), now
     )
-    result = evaluate(playbook, Budget.of(investigation.deployment), observations, now.timestamp())
+    result = evaluate(
+        playbook,
+        Budget.of(investigation.deployment),
+        observations,
+        now.timestamp(),
+        decisions=actions.node_states(investigation),
+    )
     return {
         "investigation": investigation,
         "playbook": playbook,
         "result": result,
         "top": result.find(result.ranking[0]) if result.ranking else None,
+        "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }

@@ -1,0 +1,27 @@
+"""Evidence as it was shown: a JSON copy of a node's checks, stored with a decision so
+the values it was decided on never change afterwards."""
+
+from __future__ import annotations
+
+from investigations.evaluation import NodeResult
+
+
+def frozen_evidence(node: NodeResult) -> dict:
+    return {
+        "node": node.key,
+        "suggestion": node.suggestion,
+        "score": node.score,
+        "checks": [
+            {
+                "id": c.id,
+                "title": c.title,
+                "measured": c.measured,
+                "confirm_threshold": c.confirm_threshold,
+                "eliminate_threshold": c.eliminate_threshold,
+                "outcome": c.outcome,
+                "reason": c.reason,
+                "window_s": c.window_s,
+            }
+            for c in node.checks
+        ],
+    }

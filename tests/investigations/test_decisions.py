@@ -1,0 +1,101 @@
+"""People decide; the evidence they saw is frozen with the decision; nobody's decision is
+silently overwritten."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from investigations import actions
+from investigations.models import Decision, Deployment, TimelineEvent
+from probes.models import Observation, Target, TargetKind
+
+
+@pytest.fixture
+def investigation(team, commander):
+    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    engine = Target.objects.create(
+        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
+    )
+    now = timezone.now()
+    Observation.objects.bulk_create(
+        Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
+        for n in range(10)
+        for s, v in (("kv_cache_usage", 0.94), ("preemptions_rate", 0.08), ("ttft_p95", 1.4))
+    )
+    return actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
+
+
+def _decide(client, investigation, node, action, reason="KV at 94 % with preemptions", seen="open"):
+    return client.post(
+        reverse("investigations:decide", args=[investigation.id]),
+        {"node": node, "action": action, "reason": reason, "expected_state": seen},
+    )
+
+
+def test_a_responder_confirms_with_a_reason_and_the_evidence_is_frozen(
+    client_for, responder, investigation
+):
+    response = _decide(client_for(responder), investigation, "kv-cache-pressure", "confirm")
+    assert response.status_code == 302
+    decision = Decision.objects.get()
+    assert (decision.node, decision.action, decision.decided_by) == (
+        "kv-cache-pressure", "confirm", responder,
+    )  # fmt: skip
+    frozen = {c["id"]: c["measured"] for c in decision.evidence["checks"]}
+    assert frozen == {"kv-usage": 0.94, "preemption-rate": pytest.approx(0.08)}
+    # Later observations do not change what the decision was based on.
+    Observation.objects.filter(signal="kv_cache_usage").update(value=0.10)
+    decision.refresh_from_db()
+    assert decision.evidence["checks"][0]["measured"] == 0.94
+    kinds = list(TimelineEvent.objects.values_list("kind", flat=True).order_by("at", "pk"))
+    assert kinds == ["opened", "decision"]
+
+
+def test_viewers_cannot_decide_and_outsiders_cannot_see(
+    client_for, viewer, outsider, investigation
+):
+    assert (
+        _decide(client_for(viewer), investigation, "router-latency", "eliminate").status_code == 403
+    )
+    assert (
+        _decide(client_for(outsider), investigation, "router-latency", "eliminate").status_code
+        == 404
+    )
+    assert not Decision.objects.exists()
+
+
+@pytest.mark.parametrize(("node", "reason"), [("router-latency", ""), ("no-such-node", "because")])
+def test_a_decision_needs_a_reason_and_a_real_hypothesis(
+    client_for, commander, investigation, node, reason
+):
+    response = _decide(client_for(commander), investigation, node, "eliminate", reason=reason)
+    assert response.status_code == 302
+    assert not Decision.objects.exists()
+
+
+def test_the_second_of_two_commanders_is_told_instead_of_overwriting(
+    client_for, commander, responder, investigation
+):
+    # Both loaded the page while the node was open.
+    _decide(client_for(commander), investigation, "router-latency", "eliminate")
+    client = client_for(responder)
+    response = _decide(client, investigation, "router-latency", "confirm", seen="open")
+    assert Decision.objects.count() == 1
+    page = client.get(response["Location"]).content.decode()
+    assert "already set router-latency to eliminated" in page
+
+
+def test_the_tree_follows_decisions_and_reopen_undoes_them(client_for, commander, investigation):
+    client = client_for(commander)
+    _decide(client, investigation, "kv-cache-pressure", "eliminate", reason="testing the override")
+    assert actions.node_states(investigation) == {"kv-cache-pressure": "eliminated"}
+    page = client.get(reverse("investigations:detail", args=[investigation.id])).content.decode()
+    ranking = page[page.index('class="ranking"') :]
+    assert ranking.index("kv-cache-pressure") > ranking.index("router-latency")
+    _decide(client, investigation, "kv-cache-pressure", "reopen", seen="eliminated")
+    assert actions.node_states(investigation) == {"kv-cache-pressure": "open"}
+    assert list(Decision.objects.values_list("sequence", flat=True)) == [1, 2]
