@@ -8,7 +8,10 @@ what playbooks read; ranks are compared through GPU signals).
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from django.db.models import Q
 
 from probes.models import Observation, Target, TargetKind
 
@@ -30,13 +33,30 @@ def series_labels(source: str, target_key: str, labels: str) -> str | None:
     return f"target={target_key}" + (f",{labels}" if labels else "")
 
 
-def load_observations(deployment_id, start: datetime, end: datetime) -> dict:
-    """Every observation of the deployment's targets in ``[start, end]``, oldest first."""
+# Signals evaluation reads beyond the playbook's own measures (expected values).
+EXPECTED_INPUTS = {
+    "prompt_tokens_rate": 300,
+    "e2e_count_rate": 300,
+    "kv_cache_usage": 300,
+    "requests_running": 300,
+}
+
+
+def load_observations(deployment_id, signals: Mapping[str, int], now: datetime) -> dict:
+    """The deployment's observations of ``signals`` (name -> window seconds), each only as
+    far back as its own window: a 48-hour log count must not drag in 48 hours of every
+    engine gauge on each page refresh."""
     kinds = dict(Target.objects.filter(deployment_id=deployment_id).values_list("pk", "kind"))
+    wanted = {**EXPECTED_INPUTS}
+    for signal, window in signals.items():
+        wanted[signal] = max(window, wanted.get(signal, 0))
+    if not kinds or not wanted:
+        return {}
+    condition = Q(pk__in=[])
+    for signal, window in wanted.items():
+        condition |= Q(signal=signal, taken_at__gt=now - timedelta(seconds=window))
     rows = (
-        Observation.objects.filter(
-            target_id__in=list(kinds), taken_at__gte=start, taken_at__lte=end
-        )
+        Observation.objects.filter(condition, target_id__in=list(kinds), taken_at__lte=now)
         .order_by("taken_at")
         .values_list("target_id", "signal", "labels", "taken_at", "value")
         .iterator(chunk_size=5000)
@@ -48,3 +68,11 @@ def load_observations(deployment_id, start: datetime, end: datetime) -> dict:
         if key is not None:
             view[(source, signal)][key].append((taken_at.timestamp(), value))
     return {key: list(series.items()) for key, series in view.items()}
+
+
+def signals_of(playbook) -> dict[str, int]:
+    """Signal name -> the longest window any of the playbook's measures reads it over."""
+    out: dict[str, int] = {}
+    for measure in playbook.measures():
+        out[measure.signal] = max(measure.window_s, out.get(measure.signal, 0))
+    return out

@@ -3,8 +3,6 @@ action or one pure evaluation, render."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,7 +21,7 @@ from investigations.budget import (
 from investigations.evaluation import evaluate
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
-from investigations.observations import load_observations
+from investigations.observations import load_observations, signals_of
 from investigations.playbook import get_playbook
 from probes.forms import TargetForm
 from teams.models import Membership, Role
@@ -128,10 +126,7 @@ def decide(request: HttpRequest, investigation_id) -> HttpResponse:
 def _tree_context(investigation) -> dict:
     playbook = get_playbook(investigation.symptom)
     now = timezone.now()
-    longest = max(m.window_s for m in playbook.measures())
-    observations = load_observations(
-        investigation.deployment_id, now - timedelta(seconds=longest), now
-    )
+    observations = load_observations(investigation.deployment_id, signals_of(playbook), now)
     result = evaluate(
         playbook,
         Budget.of(investigation.deployment),
