@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
-from investigations.models import Decision, Deployment, Investigation, TimelineEvent
+from investigations.models import Decision, Deployment, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
 from probes.models import Target, TargetKind
 
@@ -109,3 +110,61 @@ def decide(
         data={"decision": str(decision.pk), "node": node, "action": action},
     )
     return decision
+
+
+@transaction.atomic
+def record_fix(
+    *, investigation: Investigation, node: str, parameters: dict, user, note: str = ""
+) -> FixRecord:
+    """Record that a confirmed cause's fix was applied; verification starts now."""
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise ValueError("this investigation is closed")
+    hypothesis = get_playbook(locked.symptom).node(node)
+    if hypothesis.fix is None:
+        raise ValueError(f"{node} has no fix template")
+    if node_states(locked).get(node) != "confirmed":
+        raise ValueError(f"confirm {node} before recording its fix")
+    fix = FixRecord.objects.create(
+        investigation=locked,
+        node=node,
+        key=hypothesis.fix.key,
+        parameters=parameters,
+        note=note.strip(),
+        applied_by=user,
+    )
+    shown = ", ".join(f"{k}={v:g}" for k, v in parameters.items()) or "no parameters"
+    TimelineEvent.objects.create(
+        investigation=locked,
+        kind="fix",
+        actor=user,
+        summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
+        data={"fix": str(fix.pk), "parameters": parameters},
+    )
+    return fix
+
+
+@transaction.atomic
+def close_investigation(
+    *, investigation: Investigation, user, verification_state: str, override: str = ""
+) -> Investigation:
+    """Close as resolved. Without a passing verification a commander must say why; the
+    override is kept and shown in the postmortem."""
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise ValueError("this investigation is already closed")
+    fix = locked.fixes.order_by("-applied_at").first()
+    if verification_state != "passing" and not override.strip():
+        raise ValueError("verification has not passed: give a reason to close anyway")
+    locked.status = Investigation.Status.CLOSED
+    locked.closed_at = timezone.now()
+    locked.root_cause = fix.node if fix else ""
+    locked.close_override = override.strip() if verification_state != "passing" else ""
+    locked.save(update_fields=["status", "closed_at", "root_cause", "close_override"])
+    summary = (
+        "Closed: verification passed"
+        if not locked.close_override
+        else (f"Closed with override: {locked.close_override[:300]}")
+    )
+    TimelineEvent.objects.create(investigation=locked, kind="closed", actor=user, summary=summary)
+    return locked

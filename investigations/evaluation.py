@@ -185,7 +185,7 @@ def playbook_functions(budget: b.Budget) -> dict:
     }
 
 
-def _threshold(condition: Condition | None, scope: Mapping) -> tuple[float | None, str]:
+def threshold_of(condition: Condition | None, scope: Mapping) -> tuple[float | None, str]:
     if condition is None:
         return None, ""
     try:
@@ -196,7 +196,7 @@ def _threshold(condition: Condition | None, scope: Mapping) -> tuple[float | Non
         return None, f"threshold not computable: {exc}"
 
 
-def _compare(op: str, measured: float, threshold: float) -> bool:
+def compare(op: str, measured: float, threshold: float) -> bool:
     return {
         "<": measured < threshold,
         "<=": measured <= threshold,
@@ -206,8 +206,8 @@ def _compare(op: str, measured: float, threshold: float) -> bool:
 
 
 def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> CheckResult:
-    confirm_at, confirm_missing = _threshold(check.confirm, scope)
-    eliminate_at, eliminate_missing = _threshold(check.eliminate, scope)
+    confirm_at, confirm_missing = threshold_of(check.confirm, scope)
+    eliminate_at, eliminate_missing = threshold_of(check.eliminate, scope)
     base = {
         "id": check.id,
         "title": check.title,
@@ -218,17 +218,13 @@ def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> Chec
     }
     if measured is None:
         return CheckResult(**base, outcome="inconclusive", reason="no data in the window")
-    if (
-        check.confirm
-        and confirm_at is not None
-        and _compare(check.confirm.op, measured, confirm_at)
-    ):
+    if check.confirm and confirm_at is not None and compare(check.confirm.op, measured, confirm_at):
         reason = f"{measured:.4g} {check.confirm.op} {confirm_at:.4g}"
         return CheckResult(**base, outcome="confirm", reason=reason)
     if (
         check.eliminate
         and eliminate_at is not None
-        and _compare(check.eliminate.op, measured, eliminate_at)
+        and compare(check.eliminate.op, measured, eliminate_at)
     ):
         reason = f"{measured:.4g} {check.eliminate.op} {eliminate_at:.4g}"
         return CheckResult(**base, outcome="eliminate", reason=reason)
@@ -331,7 +327,7 @@ def evaluate_alarm(
     criterion: Criterion, observations: Observations, now: float, scope: Mapping
 ) -> AlarmResult:
     measured = reduce(criterion.measure, observations, now)
-    threshold, _ = _threshold(criterion.when, scope)
+    threshold, _ = threshold_of(criterion.when, scope)
     if measured is None or threshold is None:
         return AlarmResult(measured, None, threshold)
-    return AlarmResult(measured, _compare(criterion.when.op, measured, threshold), threshold)
+    return AlarmResult(measured, compare(criterion.when.op, measured, threshold), threshold)

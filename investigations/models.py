@@ -74,6 +74,10 @@ class Investigation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     closed_at = models.DateTimeField(null=True, blank=True)
+    root_cause = models.CharField(max_length=64, blank=True)
+    close_override = models.TextField(
+        max_length=4000, blank=True, help_text="Why it was closed without a passing verification."
+    )
 
     class Meta:
         ordering = ["-opened_at"]
@@ -138,3 +142,24 @@ class TimelineEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.summary}"
+
+
+class FixRecord(models.Model):
+    """A fix someone applied for a confirmed cause; its verification runs from ``applied_at``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    investigation = models.ForeignKey(Investigation, on_delete=models.CASCADE, related_name="fixes")
+    node = models.CharField(max_length=64)
+    key = models.CharField(max_length=64)
+    parameters = models.JSONField(default=dict)
+    note = models.TextField(max_length=4000, blank=True)
+    applied_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    applied_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["investigation", "-applied_at"]
+
+    def __str__(self) -> str:
+        return f"{self.key} for {self.node}"

@@ -12,6 +12,8 @@ urlpatterns = [
     path("investigations/<uuid:investigation_id>/", views.investigation_detail, name="detail"),
     path("investigations/<uuid:investigation_id>/tree/", views.investigation_tree, name="tree"),
     path("investigations/<uuid:investigation_id>/decide/", views.decide, name="decide"),
+    path("investigations/<uuid:investigation_id>/fix/", views.record_fix, name="record_fix"),
+    path("investigations/<uuid:investigation_id>/close/", views.close, name="close"),
     path("deployments/<uuid:deployment_id>/", views.deployment_detail, name="deployment"),
     path(
         "deployments/<uuid:deployment_id>/targets/",

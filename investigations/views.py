@@ -23,6 +23,7 @@ from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import get_playbook
+from investigations.verification import verify
 from probes.forms import TargetForm
 from teams.models import Membership, Role
 
@@ -123,6 +124,64 @@ def decide(request: HttpRequest, investigation_id) -> HttpResponse:
     return redirect("investigations:detail", investigation_id=investigation.pk)
 
 
+@require_POST
+def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
+    investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
+    node_key = request.POST.get("node", "")[:64]
+    try:
+        node = _tree_context(investigation)["result"].find(node_key)
+        if node.fix is None:
+            raise KeyError(node_key)
+        actions.record_fix(
+            investigation=investigation,
+            node=node_key,
+            parameters=dict(node.fix.parameters),
+            user=request.user,
+            note=request.POST.get("note", "")[:4000],
+        )
+    except KeyError:
+        messages.error(request, "That hypothesis has no fix to record.")
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Fix recorded; verification has started.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_POST
+def close(request: HttpRequest, investigation_id) -> HttpResponse:
+    investigation = get_investigation(request.user, investigation_id, Role.COMMANDER)
+    verification = _tree_context(investigation)["verification"]
+    try:
+        actions.close_investigation(
+            investigation=investigation,
+            user=request.user,
+            verification_state=verification.state if verification else "none",
+            override=request.POST.get("override", "")[:4000],
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Investigation closed.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+def _verification(investigation, playbook, observations, now):
+    fix = investigation.fixes.order_by("-applied_at").first()
+    if fix is None:
+        return None, None
+    template = playbook.node(fix.node).fix
+    result = verify(
+        template,
+        Budget.of(investigation.deployment),
+        observations,
+        applied_at=fix.applied_at.timestamp(),
+        now=now.timestamp(),
+        params=fix.parameters,
+    )
+    return fix, result
+
+
 def _tree_context(investigation) -> dict:
     playbook = get_playbook(investigation.symptom)
     now = timezone.now()
@@ -134,10 +193,13 @@ def _tree_context(investigation) -> dict:
         now.timestamp(),
         decisions=actions.node_states(investigation),
     )
+    fix, verification = _verification(investigation, playbook, observations, now)
     return {
         "investigation": investigation,
         "playbook": playbook,
         "result": result,
+        "fix_record": fix,
+        "verification": verification,
         "top": result.find(result.ranking[0]) if result.ranking else None,
         "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }

@@ -24,7 +24,12 @@ def investigation(team, commander):
     Observation.objects.bulk_create(
         Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
         for n in range(10)
-        for s, v in (("kv_cache_usage", 0.94), ("preemptions_rate", 0.08), ("ttft_p95", 1.4))
+        for s, v in (
+            ("kv_cache_usage", 0.94),
+            ("preemptions_rate", 0.08),
+            ("ttft_p95", 1.4),
+            ("requests_running", 40),
+        )
     )
     return actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
 
@@ -99,3 +104,41 @@ def test_the_tree_follows_decisions_and_reopen_undoes_them(client_for, commander
     _decide(client, investigation, "kv-cache-pressure", "reopen", seen="eliminated")
     assert actions.node_states(investigation) == {"kv-cache-pressure": "open"}
     assert list(Decision.objects.values_list("sequence", flat=True)) == [1, 2]
+
+
+def _post(client, investigation, name, data):
+    return client.post(reverse(f"investigations:{name}", args=[investigation.id]), data)
+
+
+def test_a_fix_is_recorded_only_for_a_confirmed_cause(client_for, commander, investigation):
+    from investigations.models import FixRecord
+
+    client = client_for(commander)
+    _post(client, investigation, "record_fix", {"node": "kv-cache-pressure"})
+    assert not FixRecord.objects.exists()  # not confirmed yet
+    _decide(client, investigation, "kv-cache-pressure", "confirm")
+    _post(client, investigation, "record_fix", {"node": "kv-cache-pressure", "note": "rolled"})
+    fix = FixRecord.objects.get()
+    assert fix.key == "fewer-max-num-seqs" and fix.parameters["max_num_seqs"] > 0
+    assert TimelineEvent.objects.filter(kind="fix").exists()
+    page = client.get(reverse("investigations:detail", args=[investigation.id])).content.decode()
+    assert "Verification of fewer-max-num-seqs" in page and "pending" in page
+
+
+def test_closing_without_a_passing_verification_needs_a_commanders_reason(
+    client_for, commander, responder, investigation
+):
+    assert _post(client_for(responder), investigation, "close", {}).status_code == 403
+    client = client_for(commander)
+    _post(client, investigation, "close", {"override": ""})
+    investigation.refresh_from_db()
+    assert investigation.status == "open"
+    _post(client, investigation, "close", {"override": "Rolled back the deploy; no fix to verify"})
+    investigation.refresh_from_db()
+    assert investigation.status == "closed" and investigation.closed_at is not None
+    assert investigation.close_override.startswith("Rolled back")
+    assert TimelineEvent.objects.filter(kind="closed").exists()
+    # Closed investigations take no more fixes.
+    _decide(client, investigation, "kv-cache-pressure", "confirm")
+    _post(client, investigation, "record_fix", {"node": "kv-cache-pressure"})
+    assert not investigation.fixes.exists()

@@ -1,0 +1,75 @@
+"""Verifying a fix against the measurement that raised the alarm: a pure function.
+
+The fix template's criteria (which include the alarm's own measurement) are evaluated
+over observations taken *after* the fix was applied. Verification passes only when
+every criterion holds and the verification window has elapsed; until then it is
+pending, and a criterion with no data keeps it pending rather than passing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from investigations import budget as b
+from investigations.evaluation import Observations, compare, expected_values, reduce, threshold_of
+from investigations.playbook import Fix
+
+
+@dataclass(frozen=True)
+class CriterionResult:
+    title: str
+    measured: float | None
+    threshold: float | None
+    op: str
+    holds: bool | None  # None: no data yet
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    state: str  # pending | passing | failing
+    elapsed_s: float
+    window_s: int
+    criteria: tuple[CriterionResult, ...]
+
+
+def verify(
+    fix: Fix,
+    budget: b.Budget,
+    observations: Observations,
+    *,
+    applied_at: float,
+    now: float,
+    params: Mapping[str, float] | None = None,
+) -> VerificationResult:
+    elapsed = max(0.0, now - applied_at)
+    after = {
+        key: [(labels, [p for p in points if p[0] >= applied_at]) for labels, points in series]
+        for key, series in observations.items()
+    }
+    scope = {
+        **{f"budget.{n}": float(getattr(budget, n)) for n in b.Budget.__dataclass_fields__},
+        **expected_values(budget, after, now),
+        **{f"param.{k}": float(v) for k, v in (params or {}).items()},
+    }
+    results = []
+    for criterion in fix.verify:
+        # Only what happened since the fix counts, however long the criterion's window.
+        window = int(min(criterion.measure.window_s, max(elapsed, 1)))
+        measured = reduce(replace(criterion.measure, window_s=window), after, now)
+        threshold, _ = threshold_of(criterion.when, scope)
+        holds = (
+            None
+            if measured is None or threshold is None
+            else compare(criterion.when.op, measured, threshold)
+        )
+        results.append(
+            CriterionResult(criterion.title, measured, threshold, criterion.when.op, holds)
+        )
+    if any(r.holds is False for r in results):
+        state = "failing"
+    elif elapsed >= fix.verify_window_s and all(r.holds for r in results):
+        state = "passing"
+    else:
+        state = "pending"
+    return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results))

@@ -1,0 +1,123 @@
+"""A fix is verified against the alarm's own measurement, over what happened after it."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from enginesim.deployment import Deployment as SimDeployment
+from enginesim.deployment import SimClock
+from enginesim.server import SimServer
+from investigations.budget import Budget
+from investigations.models import Deployment
+from investigations.observations import load_observations, signals_of
+from investigations.playbook import playbooks
+from investigations.verification import verify
+from probes.models import Target, TargetKind
+from probes.tasks import poll_deployment
+
+ATLAS = Budget()
+FIX = playbooks()["high-ttft"].node("kv-cache-pressure").fix
+APPLIED = 100_000.0
+
+
+def _series(value, start=APPLIED, span=900, every=15):
+    return [("", [(start + every * i, value) for i in range(1, span // every + 1)])]
+
+
+def _observations(ttft=0.4, kv=0.6, preemptions=0.0, waiting=4.0, before=None):
+    obs = {
+        ("engine", "ttft_p95"): _series(ttft),
+        ("engine", "kv_cache_usage"): _series(kv),
+        ("engine", "preemptions_rate"): _series(preemptions),
+        ("engine", "requests_waiting"): _series(waiting),
+    }
+    if before is not None:  # the incident itself, before the fix
+        obs[("engine", "ttft_p95")] = [
+            ("", [(APPLIED - 60, before)] + obs[("engine", "ttft_p95")][0][1])
+        ]
+    return obs
+
+
+def test_it_passes_when_every_criterion_holds_for_the_whole_window():
+    result = verify(FIX, ATLAS, _observations(before=1.4), applied_at=APPLIED, now=APPLIED + 900)
+    assert result.state == "passing"
+    assert [c.holds for c in result.criteria] == [True, True, True, True]
+    # The alarm's 1.4 s from before the fix does not count against it.
+    assert result.criteria[-1].measured == 0.4
+
+
+def test_it_is_pending_until_the_window_has_elapsed():
+    result = verify(FIX, ATLAS, _observations(), applied_at=APPLIED, now=APPLIED + 120)
+    assert result.state == "pending" and result.elapsed_s == 120
+
+
+@pytest.mark.parametrize("change", [{"ttft": 1.2}, {"kv": 0.93}, {"preemptions": 0.2}])
+def test_it_fails_when_a_criterion_does_not_hold(change):
+    result = verify(FIX, ATLAS, _observations(**change), applied_at=APPLIED, now=APPLIED + 900)
+    assert result.state == "failing"
+
+
+def test_no_data_is_never_a_pass():
+    result = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 10_000)
+    assert result.state == "pending"
+    assert all(c.holds is None for c in result.criteria)
+
+
+def _post(base: str, path: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else b""
+    request = urllib.request.Request(base + path, data=data, method="POST")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("apply_fix", [True, False])
+def test_the_alarm_criterion_holds_after_the_simulators_fix_and_not_without(team, apply_fix):
+    """long-prefill-itl: the strict chunk budget brings p99 ITL (the alarm's measurement)
+    under the ceiling; without it, verification fails on that same measurement.
+
+    The overall state is not asserted yet: at this scenario's load, 512-token chunking
+    pushes p95 TTFT far over target (the playbook's own caveat: "if not, add a
+    replica"), so the TTFT criterion fails after the fix too. Calibrating the scenario
+    so that the fix passes every criterion is open work on the simulator."""
+    server = SimServer(
+        SimDeployment("long-prefill-itl", seed=0, clock=SimClock("manual"))
+    ).start_in_thread()
+    base = f"http://127.0.0.1:{server.ports['main']}"
+    playbook = playbooks()["itl-spikes"]
+    fix = playbook.node("oversized-prefill-chunks").fix
+    deployment = Deployment.objects.create(team=team, name="atlas-sim")
+    Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/metrics")
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    try:
+        cycle = start
+        for _ in range(8):  # the incident
+            _post(base, "/control/advance?seconds=15")
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            cycle += timedelta(seconds=15)
+        applied_at = cycle
+        if apply_fix:
+            _post(base, "/control/fix", {"max_num_batched_tokens": 512})
+        while cycle < applied_at + timedelta(seconds=fix.verify_window_s + 60):
+            _post(base, "/control/advance?seconds=15")
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            cycle += timedelta(seconds=15)
+    finally:
+        server.stop()
+    now = cycle - timedelta(seconds=15)
+    observations = load_observations(deployment.pk, signals_of(playbook), now)
+    result = verify(
+        fix, ATLAS, observations, applied_at=applied_at.timestamp(), now=now.timestamp(),
+        params={"max_num_batched_tokens": 512},
+    )  # fmt: skip
+    itl, median = result.criteria[0], result.criteria[1]
+    if apply_fix:
+        assert itl.holds and median.holds, result.criteria
+    else:
+        assert itl.holds is False
+        assert result.state == "failing"
