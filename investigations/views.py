@@ -3,9 +3,12 @@ action or one pure evaluation, render."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,6 +24,7 @@ from investigations.budget import (
 from investigations.evaluation import evaluate
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
+from investigations.gate import alert_rule, backtest, rules_yaml
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import get_playbook
 from investigations.verification import verify
@@ -166,6 +170,49 @@ def close(request: HttpRequest, investigation_id) -> HttpResponse:
     return redirect("investigations:detail", investigation_id=investigation.pk)
 
 
+@require_GET
+def gate_rules(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The regression gate as a Prometheus rules file, for review and deployment."""
+    investigation = get_investigation(request.user, investigation_id)
+    fix = investigation.fixes.order_by("-applied_at").first()
+    node = get_playbook(investigation.symptom).node(fix.node) if fix else None
+    if node is None or node.fix is None or node.fix.alert is None:
+        raise Http404("no regression gate for this investigation")
+    rule = alert_rule(
+        node,
+        fix.parameters,
+        investigation_url=request.build_absolute_uri(
+            reverse("investigations:detail", args=[investigation.pk])
+        ),
+        investigation_id=str(investigation.pk),
+    )
+    response = HttpResponse(rules_yaml([rule]), content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="atlas-gate-{investigation.pk}.yml"'
+    return response
+
+
+def _gate(investigation, playbook, fix, now):
+    """The backtest of the promoted signal over the investigation's own record."""
+    if fix is None:
+        return None
+    node = playbook.node(fix.node)
+    if node.fix is None or node.fix.alert is None:
+        return None
+    start = investigation.opened_at - timedelta(hours=1)
+    signals = {m.signal: int((now - start).total_seconds()) for m in playbook.measures()}
+    observations = load_observations(investigation.deployment_id, signals, now)
+    result = backtest(
+        playbook,
+        node,
+        Budget.of(investigation.deployment),
+        observations,
+        start=start.timestamp(),
+        end=now.timestamp(),
+        step=max(15.0, (now - start).total_seconds() / 400),
+    )
+    return {"alert": node.fix.alert, "backtest": result}
+
+
 def _verification(investigation, playbook, observations, now):
     fix = investigation.fixes.order_by("-applied_at").first()
     if fix is None:
@@ -194,12 +241,14 @@ def _tree_context(investigation) -> dict:
         decisions=actions.node_states(investigation),
     )
     fix, verification = _verification(investigation, playbook, observations, now)
+    gate = _gate(investigation, playbook, fix, now) if verification else None
     return {
         "investigation": investigation,
         "playbook": playbook,
         "result": result,
         "fix_record": fix,
         "verification": verification,
+        "gate": gate,
         "top": result.find(result.ranking[0]) if result.ranking else None,
         "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }

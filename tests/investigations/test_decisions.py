@@ -142,3 +142,20 @@ def test_closing_without_a_passing_verification_needs_a_commanders_reason(
     _decide(client, investigation, "kv-cache-pressure", "confirm")
     _post(client, investigation, "record_fix", {"node": "kv-cache-pressure"})
     assert not investigation.fixes.exists()
+
+
+def test_the_gate_rule_is_downloadable_after_a_fix(
+    client_for, commander, viewer, outsider, investigation
+):
+    client = client_for(commander)
+    gate = reverse("investigations:gate", args=[investigation.id])
+    assert client.get(gate).status_code == 404  # no fix yet
+    _decide(client, investigation, "kv-cache-pressure", "confirm")
+    _post(client, investigation, "record_fix", {"node": "kv-cache-pressure"})
+    page = client.get(reverse("investigations:detail", args=[investigation.id])).content.decode()
+    assert "Regression gate: AtlasKVCachePressure" in page
+    response = client_for(viewer).get(gate)
+    assert response.status_code == 200 and response["Content-Type"] == "application/yaml"
+    assert b"AtlasKVCachePressure" in response.content
+    assert str(investigation.id).encode() in response.content
+    assert client_for(outsider).get(gate).status_code == 404
