@@ -9,11 +9,9 @@ import math
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +30,7 @@ from probes.promapi import (
     single_value,
 )
 from tests.conftest import require_service
-from tests.support.hostile import _Handler, _Server
+from tests.support.hostile import _Handler, hostile_server
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 POLICY = FetchPolicy(connect_timeout=1, read_timeout=3, total_timeout=4, max_bytes=1 << 20)
@@ -363,23 +361,9 @@ class _FakePrometheus(_Handler):
         self._send("200 OK", b"# TYPE up gauge\nup 1\n", "text/plain")
 
 
-@contextmanager
-def fake_prometheus() -> Iterator[str]:
-    server = _Server(("127.0.0.1", 0), _FakePrometheus)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def fake():
-    with fake_prometheus() as base:
+    with hostile_server(_FakePrometheus) as base:
         yield base
 
 

@@ -144,9 +144,10 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 @contextmanager
-def hostile_server() -> Iterator[str]:
-    """Yield the base URL (http://127.0.0.1:PORT) of a running hostile server."""
-    server = _Server(("127.0.0.1", 0), _Handler)
+def hostile_server(handler: type[_Handler] | None = None) -> Iterator[str]:
+    """Yield the base URL (http://127.0.0.1:PORT) of a running hostile server; ``handler``
+    may subclass the hostile handler to add behaviours (a fake Prometheus, say)."""
+    server = _Server(("127.0.0.1", 0), handler or _Handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
     thread.start()
     try:
