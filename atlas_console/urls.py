@@ -23,6 +23,7 @@ urlpatterns = [
     path("teams/", include("teams.urls")),
     path("", include("investigations.urls")),
     path("", include("probes.urls")),
+    path("", include("investigations.api_urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -12,7 +12,13 @@ from probes.models import Target, TargetKind
 
 @transaction.atomic
 def open_investigation(
-    *, deployment: Deployment, symptom: str, user, title: str = ""
+    *,
+    deployment: Deployment,
+    symptom: str,
+    user,
+    title: str = "",
+    fingerprint: str = "",
+    opened_by_text: str = "",
 ) -> Investigation:
     """Open an investigation from a symptom. Its playbook's PromQL is installed on the
     deployment's Prometheus targets, so the next poll cycle already collects it; polling
@@ -24,12 +30,14 @@ def open_investigation(
         symptom=symptom,
         title=title or f"{playbook.title} on {deployment.name}",
         opened_by=user,
+        alert_fingerprint=fingerprint,
     )
+    who = opened_by_text or (user.get_username() if user else "automation")
     TimelineEvent.objects.create(
         investigation=investigation,
         kind="opened",
         actor=user,
-        summary=f"Opened from symptom {symptom} by {user.get_username() if user else 'automation'}",
+        summary=f"Opened from symptom {symptom} by {who}",
     )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:

@@ -75,6 +75,7 @@ class Investigation(models.Model):
     )
     closed_at = models.DateTimeField(null=True, blank=True)
     root_cause = models.CharField(max_length=64, blank=True)
+    alert_fingerprint = models.CharField(max_length=64, blank=True, db_index=True)
     close_override = models.TextField(
         max_length=4000, blank=True, help_text="Why it was closed without a passing verification."
     )
@@ -163,3 +164,26 @@ class FixRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} for {self.node}"
+
+
+class ApiToken(models.Model):
+    """A team's token for the JSON API and the Alertmanager webhook. Only a SHA-256 digest
+    is stored; the token itself is shown once, when it is created."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="First characters, to recognise it.")
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

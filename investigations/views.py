@@ -88,14 +88,14 @@ def open_investigation(request: HttpRequest, deployment_id) -> HttpResponse:
 @require_GET
 def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/detail.html", _tree_context(investigation))
+    return render(request, "investigations/detail.html", investigation_context(investigation))
 
 
 @require_GET
 def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
     """The evaluated tree alone, for htmx to refresh every poll cycle."""
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/_tree.html", _tree_context(investigation))
+    return render(request, "investigations/_tree.html", investigation_context(investigation))
 
 
 @require_POST
@@ -107,7 +107,7 @@ def decide(request: HttpRequest, investigation_id) -> HttpResponse:
         return redirect("investigations:detail", investigation_id=investigation.pk)
     data = form.cleaned_data
     try:
-        node = _tree_context(investigation)["result"].find(data["node"])
+        node = investigation_context(investigation)["result"].find(data["node"])
     except KeyError:
         messages.error(request, "That hypothesis is not part of this investigation.")
         return redirect("investigations:detail", investigation_id=investigation.pk)
@@ -133,7 +133,7 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
     node_key = request.POST.get("node", "")[:64]
     try:
-        node = _tree_context(investigation)["result"].find(node_key)
+        node = investigation_context(investigation)["result"].find(node_key)
         if node.fix is None:
             raise KeyError(node_key)
         actions.record_fix(
@@ -155,7 +155,7 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
 @require_POST
 def close(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.COMMANDER)
-    verification = _tree_context(investigation)["verification"]
+    verification = investigation_context(investigation)["verification"]
     try:
         actions.close_investigation(
             investigation=investigation,
@@ -229,7 +229,7 @@ def _verification(investigation, playbook, observations, now):
     return fix, result
 
 
-def _tree_context(investigation) -> dict:
+def investigation_context(investigation) -> dict:
     playbook = get_playbook(investigation.symptom)
     now = timezone.now()
     observations = load_observations(investigation.deployment_id, signals_of(playbook), now)

@@ -1,0 +1,231 @@
+"""The JSON API and the Alertmanager webhook: token-authenticated, no session, no CSRF.
+
+Every request carries ``Authorization: Bearer atl_...`` (a team's API token); a
+missing, wrong or revoked token is 401, a body that is not the expected JSON is 400
+with the reason, and a token never reaches another team's rows (404).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from investigations import actions
+from investigations.diagnose import evaluation_json
+from investigations.evidence import frozen_evidence
+from investigations.models import Deployment, Investigation, TimelineEvent
+from investigations.playbook import PlaybookError, get_playbook, playbooks
+from investigations.tokens import authenticate
+from investigations.views import investigation_context
+
+MAX_BODY = 1024 * 1024
+MAX_ALERTS = 100
+# Alert names that mean a symptom without an ``atlas_symptom`` label.
+ALERT_SYMPTOMS = {
+    "AtlasHighTTFT": "high-ttft",
+    "AtlasGPUOOM": "gpu-oom",
+    "AtlasITLSpikes": "itl-spikes",
+    "AtlasLowGPUUtilisation": "low-gpu-utilisation",
+    "AtlasThroughputDrop": "throughput-drop",
+}
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def token_required(view: Callable) -> Callable:
+    @login_not_required
+    @csrf_exempt
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        token = authenticate(request.headers.get("Authorization", ""))
+        if token is None:
+            response = _error(401, "missing, invalid or revoked API token")
+            response["WWW-Authenticate"] = 'Bearer realm="atlas"'
+            return response
+        try:
+            return view(request, token, *args, **kwargs)
+        except BadRequest as exc:
+            return _error(400, str(exc))
+
+    return wrapper
+
+
+def _json_body(request: HttpRequest) -> dict:
+    if len(request.body) > MAX_BODY:
+        raise BadRequest(f"body larger than {MAX_BODY} bytes")
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadRequest("body must be a JSON object")
+    return data
+
+
+def _text(data: dict, name: str, *, limit: int = 200, required: bool = True) -> str:
+    value = data.get(name, "")
+    if not isinstance(value, str) or (required and not value.strip()) or len(value) > limit:
+        raise BadRequest(f"{name!r} must be a string of at most {limit} characters")
+    return value.strip()
+
+
+def _deployment(token, name: str) -> Deployment:
+    deployment = Deployment.objects.filter(team=token.team, name=name).first()
+    if deployment is None:
+        raise BadRequest(f"no deployment named {name!r} in this token's team")
+    return deployment
+
+
+def _investigation_json(request, investigation: Investigation) -> dict:
+    context = investigation_context(investigation)
+    return {
+        "id": str(investigation.pk),
+        "url": request.build_absolute_uri(
+            reverse("investigations:detail", args=[investigation.pk])
+        ),
+        "symptom": investigation.symptom,
+        "deployment": investigation.deployment.name,
+        "status": investigation.status,
+        **evaluation_json(context["result"]),
+    }
+
+
+@token_required
+@require_http_methods(["POST"])
+def open_investigation(request: HttpRequest, token) -> JsonResponse:
+    data = _json_body(request)
+    symptom = _text(data, "symptom", limit=64)
+    if symptom not in playbooks():
+        raise BadRequest(f"unknown symptom {symptom!r}; known: {', '.join(sorted(playbooks()))}")
+    deployment = _deployment(token, _text(data, "deployment", limit=100))
+    investigation = actions.open_investigation(
+        deployment=deployment,
+        symptom=symptom,
+        user=None,
+        title=_text(data, "title", required=False),
+        opened_by_text=f"API token {token.name}",
+    )
+    return JsonResponse(_investigation_json(request, investigation), status=201)
+
+
+@token_required
+@require_http_methods(["GET"])
+def investigation(request: HttpRequest, token, investigation_id) -> JsonResponse:
+    found = Investigation.objects.filter(pk=investigation_id, team=token.team).first()
+    if found is None:
+        return _error(404, "no such investigation")
+    return JsonResponse(_investigation_json(request, found))
+
+
+@token_required
+@require_http_methods(["POST"])
+def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
+    found = Investigation.objects.filter(pk=investigation_id, team=token.team).first()
+    if found is None:
+        return _error(404, "no such investigation")
+    data = _json_body(request)
+    node_key = _text(data, "node", limit=64)
+    try:
+        node = investigation_context(found)["result"].find(node_key)
+    except KeyError:
+        raise BadRequest(f"{node_key!r} is not a hypothesis of this investigation") from None
+    expected = data.get("expected_state")
+    if expected is not None and expected not in ("open", "confirmed", "eliminated"):
+        raise BadRequest("expected_state must be open, confirmed or eliminated")
+    try:
+        decision = actions.decide(
+            investigation=found,
+            node=node_key,
+            action=_text(data, "action", limit=16),
+            reason=_text(data, "reason", limit=4000),
+            user=None,
+            evidence=frozen_evidence(node),
+            expected_state=expected,
+        )
+    except actions.DecisionConflict as exc:
+        return _error(409, str(exc))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return JsonResponse(
+        {"decision": str(decision.pk), "node": node_key, "sequence": decision.sequence},
+        status=201,
+    )
+
+
+@token_required
+@require_http_methods(["POST"])
+def alertmanager(request: HttpRequest, token) -> JsonResponse:
+    """Alertmanager's webhook (version 4): each firing alert opens an investigation, or
+    is folded into the open one with the same fingerprint."""
+    data = _json_body(request)
+    alerts = data.get("alerts")
+    if not isinstance(alerts, list) or len(alerts) > MAX_ALERTS:
+        raise BadRequest(f"'alerts' must be a list of at most {MAX_ALERTS} alerts")
+    opened, folded, skipped = [], [], []
+    for alert in alerts:
+        if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
+            raise BadRequest("each alert needs a 'labels' object")
+        labels = {str(k)[:100]: str(v)[:200] for k, v in alert["labels"].items()}
+        fingerprint = str(alert.get("fingerprint", ""))[:64]
+        if alert.get("status", data.get("status")) != "firing":
+            skipped.append({"fingerprint": fingerprint, "reason": "not firing"})
+            continue
+        symptom = labels.get("atlas_symptom") or ALERT_SYMPTOMS.get(labels.get("alertname", ""))
+        try:
+            get_playbook(symptom or "")
+        except PlaybookError:
+            skipped.append({"fingerprint": fingerprint, "reason": "no symptom for this alert"})
+            continue
+        deployment = Deployment.objects.filter(
+            team=token.team, name=labels.get("atlas_deployment", "")
+        ).first()
+        if deployment is None:
+            skipped.append({"fingerprint": fingerprint, "reason": "unknown atlas_deployment"})
+            continue
+        with transaction.atomic():
+            existing = (
+                Investigation.objects.select_for_update()
+                .filter(
+                    team=token.team,
+                    status=Investigation.Status.OPEN,
+                    alert_fingerprint=fingerprint,
+                )
+                .first()
+                if fingerprint
+                else None
+            )
+            if existing is not None:
+                TimelineEvent.objects.create(
+                    investigation=existing,
+                    kind="alert",
+                    summary=f"Alert {labels.get('alertname', '?')} fired again",
+                    data={"labels": labels},
+                )
+                folded.append(str(existing.pk))
+                continue
+            annotations = alert.get("annotations")
+            summary = annotations.get("summary", "") if isinstance(annotations, dict) else ""
+            investigation = actions.open_investigation(
+                deployment=deployment,
+                symptom=symptom,
+                user=None,
+                title=str(summary)[:200],
+                fingerprint=fingerprint,
+                opened_by_text=f"alert {labels.get('alertname', '?')}",
+            )
+            opened.append(str(investigation.pk))
+    return JsonResponse({"opened": opened, "deduplicated": folded, "skipped": skipped})
