@@ -18,13 +18,12 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from investigations import actions
+from investigations import actions, live
 from investigations.diagnose import evaluation_json
 from investigations.evidence import frozen_evidence
 from investigations.models import Deployment, Investigation, TimelineEvent
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from investigations.tokens import authenticate
-from investigations.views import investigation_context
 
 MAX_BODY = 1024 * 1024
 MAX_ALERTS = 100
@@ -91,7 +90,7 @@ def _deployment(token, name: str) -> Deployment:
 
 
 def _investigation_json(request, investigation: Investigation) -> dict:
-    context = investigation_context(investigation)
+    state = live.current_state(investigation)
     return {
         "id": str(investigation.pk),
         "url": request.build_absolute_uri(
@@ -100,7 +99,7 @@ def _investigation_json(request, investigation: Investigation) -> dict:
         "symptom": investigation.symptom,
         "deployment": investigation.deployment.name,
         "status": investigation.status,
-        **evaluation_json(context["result"]),
+        **evaluation_json(state.result),
     }
 
 
@@ -140,7 +139,7 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
     data = _json_body(request)
     node_key = _text(data, "node", limit=64)
     try:
-        node = investigation_context(found)["result"].find(node_key)
+        node = live.current_state(found).result.find(node_key)
     except KeyError:
         raise BadRequest(f"{node_key!r} is not a hypothesis of this investigation") from None
     expected = data.get("expected_state")

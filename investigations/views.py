@@ -3,16 +3,13 @@ action or one pure evaluation, render."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from investigations import actions
+from investigations import actions, live
 from investigations.access import get_deployment, get_investigation
 from investigations.budget import (
     Budget,
@@ -21,13 +18,10 @@ from investigations.budget import (
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
-from investigations.evaluation import evaluate
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
-from investigations.gate import alert_rule, backtest, rules_yaml
-from investigations.observations import load_observations, signals_of
+from investigations.gate import alert_rule, rules_yaml
 from investigations.playbook import get_playbook
-from investigations.verification import verify
 from probes.forms import TargetForm
 from teams.models import Membership, Role
 
@@ -88,14 +82,14 @@ def open_investigation(request: HttpRequest, deployment_id) -> HttpResponse:
 @require_GET
 def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/detail.html", investigation_context(investigation))
+    return render(request, "investigations/detail.html", _page_context(investigation))
 
 
 @require_GET
 def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
     """The evaluated tree alone, for htmx to refresh every poll cycle."""
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/_tree.html", investigation_context(investigation))
+    return render(request, "investigations/_tree.html", _page_context(investigation))
 
 
 @require_POST
@@ -107,7 +101,7 @@ def decide(request: HttpRequest, investigation_id) -> HttpResponse:
         return redirect("investigations:detail", investigation_id=investigation.pk)
     data = form.cleaned_data
     try:
-        node = investigation_context(investigation)["result"].find(data["node"])
+        node = live.current_state(investigation).result.find(data["node"])
     except KeyError:
         messages.error(request, "That hypothesis is not part of this investigation.")
         return redirect("investigations:detail", investigation_id=investigation.pk)
@@ -133,7 +127,7 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
     node_key = request.POST.get("node", "")[:64]
     try:
-        node = investigation_context(investigation)["result"].find(node_key)
+        node = live.current_state(investigation).result.find(node_key)
         if node.fix is None:
             raise KeyError(node_key)
         actions.record_fix(
@@ -155,7 +149,7 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
 @require_POST
 def close(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.COMMANDER)
-    verification = investigation_context(investigation)["verification"]
+    verification = live.current_state(investigation).verification
     try:
         actions.close_investigation(
             investigation=investigation,
@@ -191,64 +185,16 @@ def gate_rules(request: HttpRequest, investigation_id) -> HttpResponse:
     return response
 
 
-def _gate(investigation, playbook, fix, now):
-    """The backtest of the promoted signal over the investigation's own record."""
-    if fix is None:
-        return None
-    node = playbook.node(fix.node)
-    if node.fix is None or node.fix.alert is None:
-        return None
-    start = investigation.opened_at - timedelta(hours=1)
-    signals = {m.signal: int((now - start).total_seconds()) for m in playbook.measures()}
-    observations = load_observations(investigation.deployment_id, signals, now)
-    result = backtest(
-        playbook,
-        node,
-        Budget.of(investigation.deployment),
-        observations,
-        start=start.timestamp(),
-        end=now.timestamp(),
-        step=max(15.0, (now - start).total_seconds() / 400),
-    )
-    return {"alert": node.fix.alert, "backtest": result}
-
-
-def _verification(investigation, playbook, observations, now):
-    fix = investigation.fixes.order_by("-applied_at").first()
-    if fix is None:
-        return None, None
-    template = playbook.node(fix.node).fix
-    result = verify(
-        template,
-        Budget.of(investigation.deployment),
-        observations,
-        applied_at=fix.applied_at.timestamp(),
-        now=now.timestamp(),
-        params=fix.parameters,
-    )
-    return fix, result
-
-
-def investigation_context(investigation) -> dict:
-    playbook = get_playbook(investigation.symptom)
-    now = timezone.now()
-    observations = load_observations(investigation.deployment_id, signals_of(playbook), now)
-    result = evaluate(
-        playbook,
-        Budget.of(investigation.deployment),
-        observations,
-        now.timestamp(),
-        decisions=actions.node_states(investigation),
-    )
-    fix, verification = _verification(investigation, playbook, observations, now)
-    gate = _gate(investigation, playbook, fix, now) if verification else None
+def _page_context(investigation) -> dict:
+    state = live.current_state(investigation)
+    result = state.result
     return {
         "investigation": investigation,
-        "playbook": playbook,
+        "playbook": state.playbook,
         "result": result,
-        "fix_record": fix,
-        "verification": verification,
-        "gate": gate,
+        "fix_record": state.fix,
+        "verification": state.verification,
+        "gate": state.gate,
         "top": result.find(result.ranking[0]) if result.ranking else None,
         "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }
