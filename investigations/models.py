@@ -76,6 +76,10 @@ class Investigation(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     root_cause = models.CharField(max_length=64, blank=True)
     alert_fingerprint = models.CharField(max_length=64, blank=True, db_index=True)
+    # What the last poll cycle's evaluation said, to turn changes into timeline events.
+    last_evaluated_at = models.DateTimeField(null=True, blank=True)
+    last_suggestions = models.JSONField(default=dict, blank=True)
+    alarm_firing = models.BooleanField(null=True)
     close_override = models.TextField(
         max_length=4000, blank=True, help_text="Why it was closed without a passing verification."
     )

@@ -105,9 +105,14 @@ def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
     held = claim_targets(ids, task_id, lease=lease)
     try:
         todo = set(held) - already_polled(held, cycle)
-        return poll_targets(list(Target.objects.filter(pk__in=todo)), cycle)
+        stored = poll_targets(list(Target.objects.filter(pk__in=todo)), cycle)
     finally:
         release_targets(held, task_id)
+    # Evaluate with the cycle's evidence in; idempotent per investigation and cycle.
+    from investigations.cycle import evaluate_after_poll
+
+    evaluate_after_poll(deployment_id, cycle)
+    return stored
 
 
 @shared_task(name="probes.poll_host_target", bind=True, **RETRY)

@@ -1,0 +1,84 @@
+"""After each poll cycle: evaluate the deployment's open investigations and put what
+changed on their timelines (the alarm firing or clearing, a suggestion that changed).
+
+Idempotent per (investigation, cycle): the evaluation claims the cycle with a
+conditional UPDATE inside the same transaction that writes its events, so a
+redelivered poll task writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+
+from investigations import live
+from investigations.models import Investigation, TimelineEvent
+
+log = logging.getLogger(__name__)
+
+
+def evaluate_after_poll(deployment_id, cycle: datetime) -> int:
+    """Returns how many timeline events were written."""
+    written = 0
+    ids = list(
+        Investigation.objects.filter(
+            deployment_id=deployment_id, status=Investigation.Status.OPEN
+        ).values_list("pk", flat=True)
+    )
+    for investigation_id in ids:
+        try:
+            written += _evaluate_one(investigation_id, cycle)
+        except Exception:
+            # The poll is stored either way; a broken evaluation must be visible, not fatal.
+            log.exception("investigation.evaluate.failed", extra={"id": str(investigation_id)})
+    return written
+
+
+@transaction.atomic
+def _evaluate_one(investigation_id, cycle: datetime) -> int:
+    claimed = Investigation.objects.filter(
+        Q(last_evaluated_at__isnull=True) | Q(last_evaluated_at__lt=cycle), pk=investigation_id
+    ).update(last_evaluated_at=cycle)
+    if not claimed:
+        return 0
+    investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
+    state = live.current_state(investigation, now=cycle)
+    events = []
+    firing = state.result.alarm.firing
+    if firing is not None and firing != investigation.alarm_firing:
+        alarm = state.result.alarm
+        verb = "firing" if firing else "clear"
+        events.append(
+            TimelineEvent(
+                investigation=investigation,
+                kind="alarm",
+                summary=f"Alarm {verb}: {alarm.measured:.4g} against {alarm.threshold:.4g}",
+                data={"measured": alarm.measured, "threshold": alarm.threshold},
+            )
+        )
+    suggestions = {}
+    stack = list(state.result.nodes)
+    while stack:
+        node = stack.pop()
+        suggestions[node.key] = node.suggestion
+        stack.extend(node.children)
+        before = investigation.last_suggestions.get(node.key, "inconclusive")
+        if node.suggestion != before and node.state == "open":
+            reasons = "; ".join(f"{c.title}: {c.reason}" for c in node.checks)
+            events.append(
+                TimelineEvent(
+                    investigation=investigation,
+                    kind="suggestion",
+                    summary=f"Evidence suggests {node.suggestion} {node.key} ({reasons})"[:500],
+                    data={"node": node.key, "suggestion": node.suggestion},
+                )
+            )
+    TimelineEvent.objects.bulk_create(events)
+    Investigation.objects.filter(pk=investigation.pk).update(
+        last_suggestions=suggestions,
+        alarm_firing=firing if firing is not None else investigation.alarm_firing,
+    )
+    return len(events)

@@ -1,0 +1,57 @@
+"""Each poll cycle evaluates open investigations; what changed lands on the timeline once."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from enginesim.deployment import Deployment as SimDeployment
+from enginesim.deployment import SimClock
+from enginesim.server import SimServer
+from investigations import actions
+from investigations.models import Deployment, TimelineEvent
+from probes.models import Target, TargetKind
+from probes.tasks import poll_deployment
+
+
+def _advance(base: str, seconds: float) -> None:
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        f"{base}/control/advance?seconds={seconds}", data=b"", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+        json.loads(response.read())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
+    server = SimServer(
+        SimDeployment("long-prefill-itl", seed=0, clock=SimClock("manual"))
+    ).start_in_thread()
+    base = f"http://127.0.0.1:{server.ports['main']}"
+    deployment = Deployment.objects.create(team=team, name="atlas-sim")
+    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
+        Target.objects.create(deployment=deployment, kind=kind, url=base + path)
+    investigation = actions.open_investigation(
+        deployment=deployment, symptom="itl-spikes", user=commander
+    )
+    start = datetime.now(tz=UTC).replace(microsecond=0) + timedelta(minutes=1)
+    try:
+        cycles = [start + timedelta(seconds=15 * n) for n in range(6)]
+        for cycle in cycles:
+            _advance(base, 15)
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+        before = TimelineEvent.objects.count()
+        poll_deployment.apply(args=[str(deployment.pk), cycles[-1].isoformat()])  # redelivery
+        assert TimelineEvent.objects.count() == before
+    finally:
+        server.stop()
+    events = list(investigation.timeline.values_list("kind", "summary"))
+    assert any(s.startswith("Alarm firing") for k, s in events if k == "alarm")
+    suggested = [s for k, s in events if k == "suggestion"]
+    assert any("suggests confirm oversized-prefill-chunks" in s for s in suggested)
+    assert any("suggests eliminate tp-straggler" in s for s in suggested)
+    # One event per change, not one per cycle.
+    assert sum("oversized-prefill-chunks" in s for s in suggested) == 1
