@@ -31,6 +31,7 @@ class Budget:
     itl_ceiling_ms: float = 150.0
     queue_baseline_low: int = 3
     queue_baseline_high: int = 8
+    sm_clock_mhz: float = 1410.0  # the GPUs' full SM clock under load (A100: 1,410 MHz)
 
     def __post_init__(self) -> None:
         if self.tp_size < 1 or self.kv_bytes_per_token < 1:

@@ -1,6 +1,10 @@
 """After each poll cycle: evaluate the deployment's open investigations and put what
 changed on their timelines (the alarm firing or clearing, a suggestion that changed).
 
+Auto-apply rules (a playbook node's ``auto``) turn a suggestion that held for the
+given number of consecutive cycles into an automatic decision, marked as such, with
+the evidence frozen like a person's.
+
 Idempotent per (investigation, cycle): the evaluation claims the cycle with a
 conditional UPDATE inside the same transaction that writes its events, so a
 redelivered poll task writes nothing twice.
@@ -14,7 +18,9 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Q
 
-from investigations import live
+from investigations import actions, live
+from investigations.evaluation import NodeResult
+from investigations.evidence import frozen_evidence
 from investigations.models import Investigation, TimelineEvent
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,7 @@ def evaluate_after_poll(deployment_id, cycle: datetime) -> int:
 
 @transaction.atomic
 def _evaluate_one(investigation_id, cycle: datetime) -> int:
+    written = 0
     claimed = Investigation.objects.filter(
         Q(last_evaluated_at__isnull=True) | Q(last_evaluated_at__lt=cycle), pk=investigation_id
     ).update(last_evaluated_at=cycle)
@@ -59,13 +66,22 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
                 data={"measured": alarm.measured, "threshold": alarm.threshold},
             )
         )
-    suggestions = {}
+    suggestions: dict = {}
+    streaks: dict[str, int] = {}
+    previous_streaks = investigation.last_suggestions.get("_streaks", {})
+    automatic: list[NodeResult] = []
     stack = list(state.result.nodes)
     while stack:
         node = stack.pop()
         suggestions[node.key] = node.suggestion
         stack.extend(node.children)
         before = investigation.last_suggestions.get(node.key, "inconclusive")
+        streaks[node.key] = (
+            previous_streaks.get(node.key, 0) + 1 if node.suggestion == before else 1
+        )
+        needed = state.playbook.node(node.key).auto.get(node.suggestion)
+        if needed and node.state == "open" and streaks[node.key] >= needed:
+            automatic.append(node)
         if node.suggestion != before and node.state == "open":
             reasons = "; ".join(f"{c.title}: {c.reason}" for c in node.checks)
             events.append(
@@ -77,8 +93,30 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
                 )
             )
     TimelineEvent.objects.bulk_create(events)
+    for node in automatic:
+        written += _auto_decide(investigation, node, streaks[node.key])
+    suggestions["_streaks"] = streaks
     Investigation.objects.filter(pk=investigation.pk).update(
         last_suggestions=suggestions,
         alarm_firing=firing if firing is not None else investigation.alarm_firing,
     )
-    return len(events)
+    return written + len(events)
+
+
+def _auto_decide(investigation: Investigation, node: NodeResult, cycles: int) -> int:
+    action = {"confirm": "confirm", "eliminate": "eliminate"}[node.suggestion]
+    reasons = "; ".join(f"{c.title}: {c.reason}" for c in node.checks)
+    try:
+        actions.decide(
+            investigation=investigation,
+            node=node.key,
+            action=action,
+            reason=f"Automatic ({cycles} consecutive cycles): {reasons}"[:4000],
+            user=None,
+            evidence=frozen_evidence(node),
+            expected_state="open",
+            automatic=True,
+        )
+    except actions.DecisionConflict:
+        return 0  # a person decided first: people win
+    return 1

@@ -233,8 +233,11 @@ def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> Chec
     return CheckResult(**base, outcome="inconclusive", reason=reason)
 
 
-def _suggestion(results: Sequence[CheckResult]) -> str:
-    outcomes = [r.outcome for r in results]
+def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) -> str:
+    optional = {c.id for c in checks if c.optional}
+    outcomes = [
+        r.outcome for r in results if not (r.id in optional and r.outcome == "inconclusive")
+    ]
     if "eliminate" in outcomes and "confirm" not in outcomes:
         return "eliminate"
     if outcomes and all(o == "confirm" for o in outcomes):
@@ -303,7 +306,7 @@ def evaluate(
         if state == "eliminated":
             score = 0.0
         children = tuple(visit(child, score) for child in node.children)
-        suggestion = _suggestion(results)
+        suggestion = _suggestion(results, node.checks)
         fix = plan_fix(node.fix, budget, scope) if node.fix else None
         return NodeResult(
             node.key, node.title, node.is_cause, state, suggestion, score, results, children, fix

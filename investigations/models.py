@@ -44,6 +44,9 @@ class Deployment(models.Model):
     itl_ceiling_ms = models.FloatField(default=150.0)
     queue_baseline_low = models.PositiveIntegerField(default=3)
     queue_baseline_high = models.PositiveIntegerField(default=8)
+    sm_clock_mhz = models.FloatField(
+        default=1410.0, help_text="Full SM clock under load, MHz (A100 1,410; H100 SXM 1,980)."
+    )
 
     class Meta:
         ordering = ["team", "name"]

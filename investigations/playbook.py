@@ -82,6 +82,9 @@ class Check:
     measure: Measure
     confirm: Condition | None
     eliminate: Condition | None
+    # Corroborating evidence (e.g. a profiler artifact someone may never upload): without
+    # data it neither blocks a confirmation nor counts against one.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,9 @@ class Hypothesis:
     checks: tuple[Check, ...]
     children: tuple[Hypothesis, ...]
     fix: Fix | None
+    # Auto-apply rules: suggestion -> consecutive poll cycles it must hold before the
+    # suggestion becomes an automatic decision (e.g. {"eliminate": 3}).
+    auto: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def is_cause(self) -> bool:
@@ -264,9 +270,12 @@ class _Reader:
 
     def check(self, value: Any, path: str) -> Check:
         data = self.mapping(
-            value, path, {"id", "title", "measure", "confirm", "eliminate"},
+            value, path, {"id", "title", "measure", "confirm", "eliminate", "optional"},
             {"id", "title", "measure"},
         )  # fmt: skip
+        optional = data.get("optional", False)
+        if not isinstance(optional, bool):
+            raise self.fail(f"{path}.optional", "expected true or false")
         if "confirm" not in data and "eliminate" not in data:
             raise self.fail(path, "a check must be able to confirm or eliminate")
         return Check(
@@ -275,6 +284,7 @@ class _Reader:
             self.measure(data["measure"], f"{path}.measure"),
             self.condition(data["confirm"], f"{path}.confirm") if "confirm" in data else None,
             self.condition(data["eliminate"], f"{path}.eliminate") if "eliminate" in data else None,
+            optional,
         )
 
     def fix(self, value: Any, path: str) -> Fix:
@@ -326,10 +336,12 @@ class _Reader:
         if depth > 6:
             raise self.fail(path, "hypothesis tree deeper than 6 levels")
         data = self.mapping(
-            value, path, {"key", "title", "rationale", "prior", "checks", "children", "fix"},
+            value, path,
+            {"key", "title", "rationale", "prior", "checks", "children", "fix", "auto"},
             {"key", "title", "rationale", "prior"},
         )  # fmt: skip
         key = self.key(data["key"], f"{path}.key")
+        auto = self.auto(data.get("auto", {}), f"{path}.auto")
         children_raw = data.get("children", [])
         checks_raw = data.get("checks", [])
         if not isinstance(children_raw, list) or not isinstance(checks_raw, list):
@@ -355,7 +367,15 @@ class _Reader:
             checks=tuple(self.check(c, f"{path}.checks[{i}]") for i, c in enumerate(checks_raw)),
             children=children,
             fix=fix,
+            auto=auto,
         )
+
+    def auto(self, value: Any, path: str) -> dict[str, int]:
+        data = self.mapping(value, path, {"confirm", "eliminate"}, set())
+        return {
+            str(action): int(self.number(cycles, f"{path}.{action}", 1, 1000))
+            for action, cycles in data.items()
+        }
 
 
 def parse_playbook(text: str, name: str = "<playbook>") -> Playbook:

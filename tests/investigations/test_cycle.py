@@ -55,3 +55,45 @@ def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
     assert any("suggests eliminate tp-straggler" in s for s in suggested)
     # One event per change, not one per cycle.
     assert sum("oversized-prefill-chunks" in s for s in suggested) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_auto_apply_rules_decide_for_the_team_but_never_over_a_person(team, commander):
+    """itl-spikes eliminates tp-straggler automatically after three cycles of clear
+    evidence; its confirmations stay with people, and a person's decision is never
+    overwritten."""
+    server = SimServer(
+        SimDeployment("long-prefill-itl", seed=0, clock=SimClock("manual"))
+    ).start_in_thread()
+    base = f"http://127.0.0.1:{server.ports['main']}"
+    deployment = Deployment.objects.create(team=team, name="atlas-sim")
+    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
+        Target.objects.create(deployment=deployment, kind=kind, url=base + path)
+    auto = actions.open_investigation(deployment=deployment, symptom="itl-spikes", user=commander)
+    manual = actions.open_investigation(deployment=deployment, symptom="itl-spikes", user=commander)
+    actions.decide(
+        investigation=manual,
+        node="tp-straggler",
+        action="confirm",
+        reason="the on-call saw a hot GPU",
+        user=commander,
+        evidence={},
+    )
+    start = datetime.now(tz=UTC).replace(microsecond=0) + timedelta(minutes=1)
+    try:
+        for n in range(5):
+            _advance(base, 15)
+            cycle = start + timedelta(seconds=15 * n)
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+    finally:
+        server.stop()
+    decisions = list(auto.decisions.values_list("node", "action", "automatic", "decided_by"))
+    assert decisions == [("tp-straggler", "eliminate", True, None)]
+    decision = auto.decisions.get()
+    assert decision.reason.startswith("Automatic (3 consecutive cycles)")
+    assert decision.evidence["checks"][0]["outcome"] == "eliminate"
+    assert actions.node_states(auto)["tp-straggler"] == "eliminated"
+    assert not auto.decisions.filter(node="oversized-prefill-chunks").exists()
+    assert list(manual.decisions.values_list("node", "action", "automatic")) == [
+        ("tp-straggler", "confirm", False)
+    ]

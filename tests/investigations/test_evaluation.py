@@ -129,3 +129,46 @@ def test_points_outside_the_window_do_not_count():
     old = [(NOW - 3600, 0.99)]
     measure = Measure("kv_cache_usage", "engine", "max", 300)
     assert reduce(measure, {("engine", "kv_cache_usage"): [("", old)]}, NOW) is None
+
+
+def _itl_observations(clocks: list[float], events: list[float] | None = None) -> dict:
+    observations = {
+        ("engine", "itl_p99"): [("", flat(0.26))],
+        ("engine", "itl_p50"): [("", flat(0.055))],
+        ("engine", "iteration_tokens_p99"): [("", flat(500))],
+        ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(c)) for g, c in enumerate(clocks)],
+    }
+    if events is not None:
+        observations[("dcgm", "gpu_clock_events")] = [
+            (f"gpu={g}", flat(e)) for g, e in enumerate(events)
+        ]
+    return observations
+
+
+def test_host_wide_throttling_is_found_with_dcgm_exporters_default_fields():
+    """The default counters carry SM clocks but no clock-event reasons: every GPU under
+    95 % of the full clock confirms throttling, and the optional reasons check, absent,
+    neither blocks nor helps it."""
+    result = evaluate(playbooks()["itl-spikes"], ATLAS, _itl_observations([1200] * 4), NOW)
+    throttling = result.find("gpu-throttling")
+    assert throttling.suggestion == "confirm"
+    assert [c.outcome for c in throttling.checks] == ["confirm", "inconclusive"]
+    assert result.find("tp-straggler").suggestion == "eliminate"  # all equally slow
+    assert result.ranking[0] == "gpu-throttling"
+
+
+def test_one_slow_rank_is_a_straggler_not_host_throttling():
+    result = evaluate(
+        playbooks()["itl-spikes"], ATLAS, _itl_observations([1410, 1410, 1200, 1410]), NOW
+    )
+    assert result.find("gpu-throttling").suggestion == "eliminate"
+    assert result.find("tp-straggler").suggestion == "confirm"
+
+
+def test_an_optional_check_with_data_still_counts():
+    observations = _itl_observations([1200] * 4, events=[0, 0, 0, 0])
+    throttling = evaluate(playbooks()["itl-spikes"], ATLAS, observations, NOW).find(
+        "gpu-throttling"
+    )
+    assert [c.outcome for c in throttling.checks] == ["confirm", "eliminate"]
+    assert throttling.suggestion == "inconclusive"  # the evidence disagrees: people decide
