@@ -16,7 +16,7 @@ from investigations.gate import backtest
 from investigations.models import FixRecord, Investigation
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import Playbook, get_playbook
-from investigations.verification import VerificationResult, verify
+from investigations.verification import VerificationResult, verification_signals, verify
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,12 @@ def _verification(investigation, playbook, observations, now):
     if fix is None:
         return None, None
     template = playbook.node(fix.node).fix
+    applied_at = fix.applied_at.timestamp()
+    wanted = verification_signals(template, applied_at=applied_at, now=now.timestamp())
+    observations = {
+        **observations,
+        **load_observations(investigation.deployment_id, wanted, now),
+    }
     result = verify(
         template,
         Budget.of(investigation.deployment),

@@ -92,6 +92,9 @@ class Criterion:
     measure: Measure
     when: Condition
     title: str = ""
+    # "window": the measure's trailing window; "since-fix": everything since the fix took
+    # effect, so a confirming signal that comes back even once fails the verification.
+    over: str = "window"
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class Fix:
     verify: tuple[Criterion, ...]
     verify_window_s: int
     alert: Alert | None
+    # Seconds after the fix before its effect is judged (windowed rates still remember
+    # the time before it).
+    settle_s: int = 0
 
 
 @dataclass(frozen=True)
@@ -260,12 +266,16 @@ class _Reader:
         return Condition(data["op"], self.expression(data["value"], f"{path}.value"))
 
     def criterion(self, value: Any, path: str) -> Criterion:
-        data = self.mapping(value, path, {"measure", "when", "title"}, {"measure", "when"})
+        data = self.mapping(value, path, {"measure", "when", "title", "over"}, {"measure", "when"})
         title = self.text(data["title"], f"{path}.title", limit=200) if "title" in data else ""
+        over = data.get("over", "window")
+        if over not in ("window", "since-fix"):
+            raise self.fail(f"{path}.over", "expected window or since-fix")
         return Criterion(
             self.measure(data["measure"], f"{path}.measure"),
             self.condition(data["when"], f"{path}.when"),
             title,
+            over,
         )
 
     def check(self, value: Any, path: str) -> Check:
@@ -290,7 +300,10 @@ class _Reader:
     def fix(self, value: Any, path: str) -> Fix:
         data = self.mapping(
             value, path,
-            {"key", "title", "parameters", "apply", "command", "verify", "verify_window", "alert"},
+            {
+                "key", "title", "parameters", "apply", "command", "verify", "verify_window",
+                "alert", "settle",
+            },
             {"key", "title", "verify"},
         )  # fmt: skip
         parameters = data.get("parameters", {})
@@ -330,6 +343,7 @@ class _Reader:
                 self.number(data.get("verify_window", 600), f"{path}.verify_window", 60, 7 * 86400)
             ),
             alert=alert,
+            settle_s=int(self.number(data.get("settle", 0), f"{path}.settle", 0, 86400)),
         )
 
     def hypothesis(self, value: Any, path: str, depth: int = 0) -> Hypothesis:

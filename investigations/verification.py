@@ -1,8 +1,11 @@
 """Verifying a fix against the measurement that raised the alarm: a pure function.
 
 The fix template's criteria (which include the alarm's own measurement) are evaluated
-over observations taken *after* the fix was applied. Verification passes only when
-every criterion holds and the verification window has elapsed; until then it is
+over observations taken *after* the fix took effect (its ``settle`` seconds after it was
+applied): each over its trailing window, or, for ``over: since-fix``, over everything
+since then, so a confirming signal that returns even once keeps the fix from passing
+(load that merely dropped does not verify a fix that was never applied). Verification
+passes only when every criterion holds and the verification window has elapsed; until then it is
 pending, and a criterion with no data keeps it pending rather than passing it.
 """
 
@@ -43,8 +46,9 @@ def verify(
     params: Mapping[str, float] | None = None,
 ) -> VerificationResult:
     elapsed = max(0.0, now - applied_at)
+    effective = applied_at + fix.settle_s
     after = {
-        key: [(labels, [p for p in points if p[0] >= applied_at]) for labels, points in series]
+        key: [(labels, [p for p in points if p[0] >= effective]) for labels, points in series]
         for key, series in observations.items()
     }
     scope = {
@@ -54,8 +58,11 @@ def verify(
     }
     results = []
     for criterion in fix.verify:
-        # Only what happened since the fix counts, however long the criterion's window.
-        window = int(min(criterion.measure.window_s, max(elapsed, 1)))
+        # Only what happened since the fix took effect counts, however long the window.
+        since = max(now - effective, 1)
+        window = int(
+            since if criterion.over == "since-fix" else min(criterion.measure.window_s, since)
+        )
         measured = reduce(replace(criterion.measure, window_s=window), after, now)
         threshold, _ = threshold_of(criterion.when, scope)
         holds = (
@@ -73,3 +80,14 @@ def verify(
     else:
         state = "pending"
     return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results))
+
+
+def verification_signals(fix: Fix, *, applied_at: float, now: float) -> dict[str, int]:
+    """Signal -> how far back verification must read it: a since-fix criterion needs
+    everything since the fix, however short the measure's own window."""
+    since = int(max(now - applied_at, 0)) + 1
+    out: dict[str, int] = {}
+    for criterion in fix.verify:
+        window = since if criterion.over == "since-fix" else criterion.measure.window_s
+        out[criterion.measure.signal] = max(window, out.get(criterion.measure.signal, 0))
+    return out

@@ -15,7 +15,7 @@ from investigations.budget import Budget
 from investigations.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
-from investigations.verification import verify
+from investigations.verification import verification_signals, verify
 from probes.models import Target, TargetKind
 from probes.tasks import poll_deployment
 
@@ -121,3 +121,73 @@ def test_the_alarm_criterion_holds_after_the_simulators_fix_and_not_without(team
     else:
         assert itl.holds is False
         assert result.state == "failing"
+
+
+def test_a_confirming_signal_that_returns_once_fails_a_since_fix_criterion():
+    obs = _observations()
+    # One preemption burst 5 minutes after the fix took effect, then quiet again.
+    points = obs[("engine", "preemptions_rate")][0][1]
+    obs[("engine", "preemptions_rate")] = [
+        ("", [(t, 0.3 if t == APPLIED + 420 else v) for t, v in points])
+    ]
+    result = verify(FIX, ATLAS, obs, applied_at=APPLIED, now=APPLIED + 900)
+    assert result.state == "failing"
+    assert (
+        result.criteria[1].title.startswith("No preemption") and result.criteria[1].measured == 0.3
+    )
+
+
+def test_what_happened_before_the_fix_settled_does_not_count():
+    obs = _observations()
+    points = obs[("engine", "preemptions_rate")][0][1]
+    # The windowed rate still remembers the storm for a minute after the change.
+    obs[("engine", "preemptions_rate")] = [
+        ("", [(t, 0.5 if t < APPLIED + FIX.settle_s else v) for t, v in points])
+    ]
+    assert FIX.settle_s == 120
+    assert verify(FIX, ATLAS, obs, applied_at=APPLIED, now=APPLIED + 900).state == "passing"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("apply_fix", [True, False])
+def test_kv_pressure_fix_verifies_through_the_probes_and_not_applying_it_fails(team, apply_fix):
+    """Walkthrough 1 over real HTTP and the Celery poll task: ``max_num_seqs=28`` applied
+    at the height of the storm stops preemptions at once and, once the backlog drains,
+    every criterion (incl. the alarm's p95 TTFT) holds. Without it the engine keeps
+    preempting for minutes after the (recorded but not applied) fix, so verification
+    fails, even though the morning ramp later passes and TTFT recovers on its own."""
+    server = SimServer(
+        SimDeployment("kv-pressure", seed=0, clock=SimClock("manual"))
+    ).start_in_thread()
+    base = f"http://127.0.0.1:{server.ports['main']}"
+    playbook = playbooks()["high-ttft"]
+    deployment = Deployment.objects.create(team=team, name="atlas-sim")
+    Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/metrics")
+    start = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+    cycle = start
+    try:
+        while cycle < start + timedelta(seconds=240):  # the ramp and the storm
+            _post(base, "/control/advance?seconds=15")
+            cycle += timedelta(seconds=15)
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+        applied_at = cycle
+        if apply_fix:
+            _post(base, "/control/fix", {"max_num_seqs": 28})
+        while cycle < start + timedelta(seconds=1140):
+            _post(base, "/control/advance?seconds=15")
+            cycle += timedelta(seconds=15)
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+    finally:
+        server.stop()
+    wanted = verification_signals(FIX, applied_at=applied_at.timestamp(), now=cycle.timestamp())
+    observations = load_observations(deployment.pk, {**signals_of(playbook), **wanted}, cycle)
+    result = verify(
+        FIX, ATLAS, observations, applied_at=applied_at.timestamp(), now=cycle.timestamp()
+    )
+    by_title = {c.title: c for c in result.criteria}
+    if apply_fix:
+        assert result.state == "passing", result.criteria
+    else:
+        assert result.state == "failing", result.criteria
+        assert by_title["No preemption since the fix took effect"].holds is False
