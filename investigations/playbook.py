@@ -95,6 +95,9 @@ class Criterion:
     # "window": the measure's trailing window; "since-fix": everything since the fix took
     # effect, so a confirming signal that comes back even once fails the verification.
     over: str = "window"
+    # A guard watches for a side effect the fix may cause (e.g. higher TTFT from smaller
+    # chunks): shown, and flagged when it fails, but it does not decide the verification.
+    guard: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,7 +269,12 @@ class _Reader:
         return Condition(data["op"], self.expression(data["value"], f"{path}.value"))
 
     def criterion(self, value: Any, path: str) -> Criterion:
-        data = self.mapping(value, path, {"measure", "when", "title", "over"}, {"measure", "when"})
+        data = self.mapping(
+            value, path, {"measure", "when", "title", "over", "guard"}, {"measure", "when"}
+        )
+        guard = data.get("guard", False)
+        if not isinstance(guard, bool):
+            raise self.fail(f"{path}.guard", "expected true or false")
         title = self.text(data["title"], f"{path}.title", limit=200) if "title" in data else ""
         over = data.get("over", "window")
         if over not in ("window", "since-fix"):
@@ -276,6 +284,7 @@ class _Reader:
             self.condition(data["when"], f"{path}.when"),
             title,
             over,
+            guard,
         )
 
     def check(self, value: Any, path: str) -> Check:

@@ -26,6 +26,7 @@ class CriterionResult:
     threshold: float | None
     op: str
     holds: bool | None  # None: no data yet
+    guard: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class VerificationResult:
     elapsed_s: float
     window_s: int
     criteria: tuple[CriterionResult, ...]
+
+    @property
+    def side_effects(self) -> tuple[CriterionResult, ...]:
+        """Guards that fail: the fix works, but it costs something someone must act on."""
+        return tuple(c for c in self.criteria if c.guard and c.holds is False)
 
 
 def verify(
@@ -71,11 +77,14 @@ def verify(
             else compare(criterion.when.op, measured, threshold)
         )
         results.append(
-            CriterionResult(criterion.title, measured, threshold, criterion.when.op, holds)
+            CriterionResult(
+                criterion.title, measured, threshold, criterion.when.op, holds, criterion.guard
+            )
         )
-    if any(r.holds is False for r in results):
+    gating = [r for r in results if not r.guard]
+    if any(r.holds is False for r in gating):
         state = "failing"
-    elif elapsed >= fix.verify_window_s and all(r.holds for r in results):
+    elif elapsed >= fix.verify_window_s and all(r.holds for r in gating):
         state = "passing"
     else:
         state = "pending"
