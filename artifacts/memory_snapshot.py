@@ -1,0 +1,1027 @@
+"""PyTorch CUDA memory snapshots: safe loading, schema validation and analysis.
+
+A snapshot (``torch.cuda.memory._dump_snapshot``) is the caching allocator's *final*
+segment/block state plus a ring buffer of the newest trace events per device. Reserved and
+allocated memory over time are therefore rebuilt **backwards** from the final state
+(reference §2, as ``MemoryViz.js`` does): the trace usually starts mid-run, so only the
+walk back recovers the baseline that was already there.
+
+Three shapes are accepted: the ``_dump_snapshot`` dict (torch 2.1 → 2.14 keys), a bare list
+of segments (``torch.cuda.memory_snapshot()``), and the torch-2.0 legacy layout whose blocks
+carry ``history`` instead of ``address``/``frames``. Loading goes through
+:mod:`artifacts.safepickle`; the schema is validated into small frozen dataclasses with the
+path of any bad field in the rejection reason. Unknown keys are ignored (never walked).
+
+Definitions used by :func:`analyse_snapshot` (all bytes, per device and summed):
+
+- ``reserved_bytes``: Σ segment ``total_size``.
+- ``allocated_bytes``: Σ block ``requested_size`` of ``active_allocated`` and
+  ``active_pending_free`` blocks (the viewer's figure; legacy blocks: ``history[0].real_size``).
+  ``allocated_rounded_bytes`` is Σ segment ``allocated_size`` (what
+  ``torch.cuda.memory_allocated()`` reports). ``segsum_allocated_bytes``,
+  ``free_internal_bytes`` and ``free_external_bytes`` are exactly ``_memory_viz.segsum``'s
+  (only ``active_allocated`` counts as allocated there).
+- ``graph_pool_bytes``: reserved bytes in segments whose ``segment_pool_id`` is not (0, 0)
+  (CUDA-graph private pools / MemPools).
+- A reserved **step** is a burst of segment events (gaps ≤ 0.5 s, or ≤ 16 events without
+  ``time_us``; a burst is at most 10 s / 1,000 events long) that raises reserved by
+  ≥ ``STEP_MIN_BYTES`` (256 MiB).
+- The allocated **floor** at time t is min(allocated(s) for s ≥ t): bytes held from t to the
+  end of the trace, i.e. never returned. Leak metrics come from it.
+
+Signals (``as_dict()["signals"]``, evidence for playbooks):
+
+- ``artifact_reserved_bytes``, ``artifact_allocated_bytes`` (B): final state, all devices.
+- ``artifact_graph_pool_bytes`` (B): final reserved bytes in private (graph) pools.
+- ``artifact_graph_pool_growth_bytes`` (B): private-pool reserved at the end minus at the
+  start of the trace, summed over devices.
+- ``artifact_reserved_step_count`` (count), ``artifact_reserved_step_max_bytes`` (B).
+- ``artifact_allocated_growth_bytes`` (B): allocated at the end minus the lowest allocated
+  in the trace (the floor's rise), max over devices.
+- ``artifact_leak_fraction`` (0-1): share of the trace's 10 equal slices (time, or event
+  index without ``time_us``) in which the floor rose by ≥ 16 MiB, for the
+  device with the largest growth. A leak keeps raising the floor in every slice; start-up
+  allocations raise it in one or two.
+- ``artifact_allocated_slope_bytes_per_s`` (B/s): the *median* slice's floor rise / slice
+  duration (0 without ``time_us``): a leak's rate, while one-off start-up growth gives 0.
+- ``artifact_oom_count`` (count): ``oom`` trace entries.
+- ``artifact_reserved_gap_bytes`` (B): reserved - allocated at the final state.
+- ``artifact_trace_entries`` (count), ``artifact_trace_span_s`` (s, 0 without ``time_us``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from artifacts import safepickle
+from artifacts.bounded import Deadline, Limits, read_all
+from artifacts.errors import ArtifactRejected
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+# A snapshot becomes ~10x its size in Python objects: cap the unpacked pickle at 1 GiB.
+DEFAULT_LIMITS = Limits(max_file_bytes=512 * MiB, max_expanded_bytes=1024 * MiB, deadline_s=300.0)
+# Segments + blocks + trace entries + distinct frames visited while validating. Shared
+# containers are expanded where the schema places them, so this bounds memo-DAG blow-up.
+DEFAULT_MAX_NODES = 20_000_000
+
+DEFAULT_POOL = (0, 0)
+LIVE_STATES = frozenset({"active_allocated", "active_pending_free", "active_awaiting_free"})
+SEGMENT_GROW = frozenset({"segment_alloc", "segment_map"})
+SEGMENT_SHRINK = frozenset({"segment_free", "segment_unmap"})
+
+STEP_MIN_BYTES = 256 * MiB
+STEP_GAP_US = 500_000
+STEP_MAX_SPAN_US = 10_000_000
+STEP_GAP_EVENTS = 16
+STEP_MAX_SPAN_EVENTS = 1_000
+TIMELINE_MAX_POINTS = 2_000
+TIMELINE_MAX_POOLS = 8
+LEAK_SLICES = 10
+LEAK_SLICE_MIN_BYTES = 16 * MiB
+TOP_SITES = 10
+
+# Finding thresholds, chosen against enginesim's scenarios and the real samples (tests).
+GRAPH_POOL_FINDING_BYTES = 1 * GiB  # private pools hold this much at the end ...
+GRAPH_POOL_GROWTH_FINDING_BYTES = 1 * GiB  # ... and grew this much during the trace
+LEAK_FINDING_SLOPE_BYTES_PER_S = 1 * MiB  # steady growth of >= 3.5 GiB/hour ...
+LEAK_FINDING_FRACTION = 0.7  # ... in >= 7 of 10 slices of a trace ...
+LEAK_FINDING_MIN_SPAN_S = 60.0  # ... spanning at least a minute (not one training step)
+
+Frame = tuple[str, int, str]  # (filename, line, name)
+PoolId = tuple[int, int]
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    address: int
+    size: int
+    requested_size: int
+    state: str
+    frames: tuple[Frame, ...]
+    real_size: int | None = None  # torch 2.0: history[0].real_size
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def allocated(self) -> int:
+        """Bytes segsum/the viewer count for a live block (``_block_extra``)."""
+        return self.real_size if self.real_size is not None else self.requested_size
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    device: int
+    address: int
+    total_size: int
+    allocated_size: int
+    active_size: int
+    requested_size: int
+    stream: int
+    segment_type: str
+    pool_id: PoolId | None  # None: torch 2.0 snapshots have no pool ids
+    is_expandable: bool
+    frames: tuple[Frame, ...]
+    blocks: tuple[Block, ...]
+
+    @property
+    def in_graph_pool(self) -> bool:
+        return self.pool_id is not None and self.pool_id != DEFAULT_POOL
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    action: str
+    addr: int | None
+    size: int
+    stream: int
+    time_us: int | None
+    frames: tuple[Frame, ...]
+    device_free: int | None = None  # only for action == "oom"
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    device: int
+    time_us: int
+    stage: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A validated snapshot. ``layout``: ``dump``, ``segments-list`` or ``legacy``."""
+
+    layout: str
+    segments: tuple[Segment, ...]
+    device_traces: tuple[tuple[TraceEntry, ...], ...]
+    allocator_settings: tuple[tuple[str, Any], ...] = ()
+    annotations: tuple[Annotation, ...] = ()
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        seen = {s.device for s in self.segments}
+        seen.update(d for d, trace in enumerate(self.device_traces) if trace)
+        return tuple(sorted(seen))
+
+
+# ------------------------------------------------------------------ schema checks
+
+
+def _tname(value: Any) -> str:
+    return type(value).__name__
+
+
+def _as_dict(value: Any, path: str) -> dict:
+    if type(value) is not dict:
+        raise ArtifactRejected(f"{path} is not a dict (got {_tname(value)})")
+    return value
+
+
+def _as_list(value: Any, path: str) -> list:
+    if type(value) is not list:
+        raise ArtifactRejected(f"{path} is not a list (got {_tname(value)})")
+    return value
+
+
+def _int(d: dict, key: str, path: str, default: int | None = None, *, signed: bool = False) -> int:
+    value = d.get(key, default)
+    if value is None:
+        raise ArtifactRejected(f"{path} has no '{key}'")
+    if type(value) is not int:
+        raise ArtifactRejected(f"{path}.{key} is not an integer (got {_tname(value)})")
+    if value < 0 and not signed:
+        raise ArtifactRejected(f"{path}.{key} is negative")
+    return value
+
+
+def _str(d: dict, key: str, path: str, default: str | None = None) -> str:
+    value = d.get(key, default)
+    if type(value) is not str:
+        if value is None:
+            raise ArtifactRejected(f"{path} has no '{key}'")
+        raise ArtifactRejected(f"{path}.{key} is not a string (got {_tname(value)})")
+    return value
+
+
+class _Budget:
+    """Counts schema nodes so memo-shared containers cannot multiply the work unboundedly."""
+
+    def __init__(self, max_nodes: int, deadline: Deadline) -> None:
+        self.left = max_nodes
+        self.max_nodes = max_nodes
+        self.deadline = deadline
+        self.seen: set[int] = set()
+
+    def take(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise ArtifactRejected(
+                f"snapshot expands to more than {self.max_nodes:,} segments, blocks, events "
+                "and frames (shared containers repeated?)"
+            )
+        if not self.left & 0xFFF:
+            self.deadline.check()
+
+    def unique(self, obj: Any, path: str) -> None:
+        """PyTorch builds every segment, block, block list and trace entry afresh; only
+        frame lists are shared. A repeated one is a memo trick to multiply the work."""
+        key = id(obj)
+        if key in self.seen:
+            raise ArtifactRejected(f"{path} repeats an object seen earlier (shared container)")
+        self.seen.add(key)
+
+
+class _Frames:
+    """Validates frame lists once per distinct list object (PyTorch shares them)."""
+
+    def __init__(self, budget: _Budget) -> None:
+        self.budget = budget
+        self.lists: dict[int, tuple[Frame, ...]] = {}
+        self.frames: dict[int, Frame] = {}
+
+    def get(self, value: Any, path: str) -> tuple[Frame, ...]:
+        if value is None:
+            return ()
+        cached = self.lists.get(id(value))
+        if cached is not None:
+            return cached
+        frames = _as_list(value, path)
+        self.budget.take(len(frames) + 1)
+        out = []
+        for i, f in enumerate(frames):
+            frame = self.frames.get(id(f))
+            if frame is None:
+                fpath = f"{path}[{i}]"
+                d = _as_dict(f, fpath)
+                frame = (_str(d, "filename", fpath), _int(d, "line", fpath, signed=True),
+                         _str(d, "name", fpath))  # fmt: skip
+                self.frames[id(f)] = frame
+            out.append(frame)
+        result = tuple(out)
+        self.lists[id(value)] = result
+        return result
+
+
+def _pool_id(seg: dict, path: str) -> PoolId | None:
+    value = seg.get("segment_pool_id")
+    if value is None:
+        return None
+    if (
+        type(value) is not tuple
+        or len(value) != 2
+        or type(value[0]) is not int
+        or type(value[1]) is not int
+    ):
+        raise ArtifactRejected(f"{path}.segment_pool_id is not a pair of integers")
+    return (value[0], value[1])
+
+
+def _block(raw: Any, path: str, base: int, frames: _Frames, budget: _Budget) -> tuple[Block, bool]:
+    b = _as_dict(raw, path)
+    budget.unique(b, path)
+    size = _int(b, "size", path)
+    requested = _int(b, "requested_size", path, 0)
+    state = _str(b, "state", path)
+    if "frames" in b or "history" not in b:
+        address = _int(b, "address", path, base)
+        return Block(
+            address, size, requested, state, frames.get(b.get("frames"), f"{path}.frames")
+        ), False
+    history = _as_list(b["history"], f"{path}.history")
+    if not history:
+        return Block(base, size, requested, state, ()), True
+    h0 = _as_dict(history[0], f"{path}.history[0]")
+    real = _int(h0, "real_size", f"{path}.history[0]")
+    fr = frames.get(h0.get("frames"), f"{path}.history[0].frames")
+    return Block(base, size, requested, state, fr, real), True
+
+
+def _segment(raw: Any, path: str, frames: _Frames, budget: _Budget) -> tuple[Segment, bool]:
+    s = _as_dict(raw, path)
+    budget.unique(s, path)
+    budget.take()
+    address = _int(s, "address", path)
+    blocks_raw = _as_list(s.get("blocks", []), f"{path}.blocks")
+    budget.unique(blocks_raw, f"{path}.blocks")
+    budget.take(len(blocks_raw))
+    blocks = []
+    legacy = False
+    offset = address
+    for i, b in enumerate(blocks_raw):
+        if b is s or b is blocks_raw:
+            raise ArtifactRejected(f"{path}.blocks[{i}] refers back to its container (cycle)")
+        block, old = _block(b, f"{path}.blocks[{i}]", offset, frames, budget)
+        legacy |= old
+        offset += block.size
+        blocks.append(block)
+    expandable = s.get("is_expandable", False)
+    if type(expandable) is not bool:
+        raise ArtifactRejected(f"{path}.is_expandable is not a boolean (got {_tname(expandable)})")
+    seg = Segment(
+        device=_int(s, "device", path, 0),
+        address=address,
+        total_size=_int(s, "total_size", path),
+        allocated_size=_int(s, "allocated_size", path, 0),
+        active_size=_int(s, "active_size", path, 0),
+        requested_size=_int(s, "requested_size", path, 0),
+        stream=_int(s, "stream", path, 0),
+        segment_type=_str(s, "segment_type", path, "large"),
+        pool_id=_pool_id(s, path),
+        is_expandable=expandable,
+        frames=frames.get(s.get("frames"), f"{path}.frames"),
+        blocks=tuple(blocks),
+    )
+    return seg, legacy
+
+
+def _entry(raw: Any, path: str, frames: _Frames, budget: _Budget) -> TraceEntry:
+    e = _as_dict(raw, path)
+    budget.unique(e, path)
+    action = _str(e, "action", path)
+    time_us = e.get("time_us")
+    if time_us is not None and type(time_us) is not int:
+        raise ArtifactRejected(f"{path}.time_us is not an integer (got {_tname(time_us)})")
+    fr = frames.get(e.get("frames"), f"{path}.frames")
+    if action == "oom":
+        free = _int(e, "device_free", path, 0)
+        return TraceEntry(action, None, _int(e, "size", path, 0), _int(e, "stream", path, 0),
+                          time_us, fr, free)  # fmt: skip
+    return TraceEntry(action, _int(e, "addr", path, 0), _int(e, "size", path),
+                      _int(e, "stream", path, 0), time_us, fr)  # fmt: skip
+
+
+def _traces(raw: Any, frames: _Frames, budget: _Budget) -> tuple[tuple[TraceEntry, ...], ...]:
+    traces = _as_list(raw, "device_traces")
+    out = []
+    for d, trace in enumerate(traces):
+        path = f"device_traces[{d}]"
+        entries = _as_list(trace, path)
+        if entries is traces:
+            raise ArtifactRejected(f"{path} refers back to device_traces (cycle)")
+        budget.take(len(entries) + 1)
+        out.append(tuple(_entry(e, f"{path}[{i}]", frames, budget) for i, e in enumerate(entries)))
+    return tuple(out)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _settings(raw: Any) -> tuple[tuple[str, Any], ...]:
+    """``allocator_settings`` parsed permissively: scalars, and flat dicts of scalars."""
+    if type(raw) is not dict:
+        return ()
+    out: list[tuple[str, Any]] = []
+    for key, value in list(raw.items())[:200]:
+        if type(key) is not str:
+            continue
+        if type(value) in _SCALARS:
+            out.append((key, value))
+        elif type(value) is dict:
+            flat = tuple(
+                (k, v) for k, v in list(value.items())[:200]
+                if type(k) is str and type(v) in _SCALARS
+            )  # fmt: skip
+            out.append((key, flat))
+    return tuple(out)
+
+
+def _annotations(raw: Any, budget: _Budget) -> tuple[Annotation, ...]:
+    items = _as_list(raw, "external_annotations")
+    budget.take(len(items))
+    out = []
+    for i, a in enumerate(items):
+        path = f"external_annotations[{i}]"
+        d = _as_dict(a, path)
+        out.append(Annotation(_int(d, "device", path, 0), _int(d, "time_us", path, 0),
+                              _str(d, "stage", path, ""), _str(d, "name", path, "")))  # fmt: skip
+    return tuple(out)
+
+
+def validate(
+    obj: Any, max_nodes: int = DEFAULT_MAX_NODES, deadline: Deadline | None = None
+) -> Snapshot:
+    """Turn loaded plain data into a :class:`Snapshot`, or reject it naming the bad field."""
+    budget = _Budget(max_nodes, deadline or Deadline(DEFAULT_LIMITS.deadline_s))
+    frames = _Frames(budget)
+    if type(obj) is list:
+        layout, raw_segments, top = "segments-list", obj, {}
+    elif type(obj) is dict:
+        if "segments" not in obj:
+            raise ArtifactRejected(
+                "not a memory snapshot: the dict has no 'segments' key "
+                f"(keys: {', '.join(sorted(str(k) for k in list(obj)[:8]))})"
+            )
+        layout, raw_segments, top = "dump", obj["segments"], obj
+    else:
+        raise ArtifactRejected(f"not a memory snapshot: top level is a {_tname(obj)}")
+    raw_segments = _as_list(raw_segments, "segments")
+    budget.take(len(raw_segments))
+    segments = []
+    legacy = False
+    for i, raw in enumerate(raw_segments):
+        if raw is raw_segments or raw is obj:
+            raise ArtifactRejected(f"segments[{i}] refers back to its container (cycle)")
+        seg, old = _segment(raw, f"segments[{i}]", frames, budget)
+        legacy |= old
+        segments.append(seg)
+    traces = _traces(top["device_traces"], frames, budget) if "device_traces" in top else ()
+    settings = _settings(top.get("allocator_settings"))
+    notes = (
+        _annotations(top["external_annotations"], budget) if "external_annotations" in top else ()
+    )
+    if legacy:
+        layout = "legacy"
+    return Snapshot(layout, tuple(segments), traces, settings, notes)
+
+
+def load_snapshot(
+    source: Path | str | BinaryIO | bytes,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    pickle_limits: safepickle.PickleLimits = safepickle.DEFAULT_PICKLE_LIMITS,
+    max_nodes: int = DEFAULT_MAX_NODES,
+) -> Snapshot:
+    """Load and validate an untrusted snapshot file (optionally gzipped) or its bytes."""
+    deadline = Deadline(limits.deadline_s)
+    if isinstance(source, bytes):
+        import io
+
+        source = io.BytesIO(source)
+    data = read_all(source, limits, deadline)
+    obj = safepickle.loads(data, pickle_limits, deadline)
+    del data
+    return validate(obj, max_nodes, deadline)
+
+
+# ----------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class Step:
+    """A burst of segment events that raised reserved memory by ``bytes``."""
+
+    device: int
+    x_start: int
+    x_end: int
+    bytes: int
+    pool: str  # dominant pool of the rise, "0,0" = default pool, "unknown" = freed since
+    graph_pool: bool
+    segments: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "x_start": self.x_start, "x_end": self.x_end,
+            "bytes": self.bytes, "pool": self.pool, "graph_pool": self.graph_pool,
+            "segments": self.segments,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Oom:
+    device: int
+    x: int
+    time_us: int | None
+    requested_bytes: int
+    device_free_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Site:
+    site: str
+    bytes: int
+    blocks: int
+    devices: tuple[int, ...]
+    stack: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"site": self.site, "bytes": self.bytes, "blocks": self.blocks,
+                "devices": list(self.devices), "stack": list(self.stack)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    device: int
+    segments: int
+    reserved_bytes: int
+    allocated_bytes: int
+    allocated_rounded_bytes: int
+    segsum_allocated_bytes: int
+    free_internal_bytes: int
+    free_external_bytes: int
+    graph_pool_bytes: int
+    pools: dict[str, int]
+    trace_entries: int
+    x_unit: str
+    span_s: float
+    start_reserved_bytes: int
+    start_allocated_bytes: int
+    graph_pool_start_bytes: int
+    allocated_growth_bytes: int
+    leak_fraction: float
+    allocated_slope_bytes_per_s: float
+    steps: tuple[Step, ...]
+    ooms: tuple[Oom, ...]
+    timeline: dict[str, Any]
+    pools_unknown_events: int = 0
+
+    @property
+    def graph_pool_growth_bytes(self) -> int:
+        return self.graph_pool_bytes - self.graph_pool_start_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k not in ("steps", "ooms", "timeline")}
+        out["graph_pool_growth_bytes"] = self.graph_pool_growth_bytes
+        out["steps"] = [s.as_dict() for s in self.steps]
+        out["ooms"] = [o.as_dict() for o in self.ooms]
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryAnalysis:
+    layout: str
+    devices: tuple[DeviceAnalysis, ...]
+    top_sites: tuple[Site, ...]
+    findings: tuple[dict[str, Any], ...]
+    signals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(d.reserved_bytes for d in self.devices)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(d.allocated_bytes for d in self.devices)
+
+    @property
+    def graph_pool_bytes(self) -> int:
+        return sum(d.graph_pool_bytes for d in self.devices)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able summary; ``timeline`` holds each device's downsampled curves."""
+
+        def total(name: str) -> int:
+            return sum(getattr(d, name) for d in self.devices)
+
+        return {
+            "kind": "memory-snapshot",
+            "layout": self.layout,
+            "reserved_bytes": self.reserved_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "allocated_rounded_bytes": total("allocated_rounded_bytes"),
+            "segsum_allocated_bytes": total("segsum_allocated_bytes"),
+            "free_internal_bytes": total("free_internal_bytes"),
+            "free_external_bytes": total("free_external_bytes"),
+            "graph_pool_bytes": self.graph_pool_bytes,
+            "reserved_gap_bytes": self.reserved_bytes - self.allocated_bytes,
+            "devices": [d.as_dict() for d in self.devices],
+            "steps": [s.as_dict() for d in self.devices for s in d.steps],
+            "timeline": {str(d.device): d.timeline for d in self.devices},
+            "top_sites": [s.as_dict() for s in self.top_sites],
+            "ooms": [o.as_dict() for d in self.devices for o in d.ooms],
+            "findings": [dict(f) for f in self.findings],
+            "signals": dict(self.signals),
+        }
+
+
+def pool_key(pool: PoolId | None) -> str:
+    return "none" if pool is None else f"{pool[0]},{pool[1]}"
+
+
+class _PoolIndex:
+    """Resolve a trace address to the pool of the final segment containing it (bisect)."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        ordered = sorted(segments, key=lambda s: s.address)
+        self.starts = [s.address for s in ordered]
+        self.ends = [s.address + s.total_size for s in ordered]
+        self.pools = [pool_key(s.pool_id) for s in ordered]
+
+    def find(self, addr: int) -> str:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.ends[i]:
+            return self.pools[i]
+        return "unknown"
+
+
+def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
+    """Final totals; free_internal/free_external exactly as ``_memory_viz.segsum``."""
+    allocated = rounded = segsum_alloc = internal = external = 0
+    pools: dict[str, int] = {}
+    for s in segs:
+        rounded += s.allocated_size
+        key = pool_key(s.pool_id)
+        pools[key] = pools.get(key, 0) + s.total_size
+        for b in s.blocks:
+            if b.state in LIVE_STATES:
+                allocated += b.allocated
+            if b.state == "active_allocated":
+                segsum_alloc += b.allocated
+                internal += b.size - b.allocated
+            else:
+                external += b.size
+    reserved = sum(s.total_size for s in segs)
+    return {
+        "reserved": reserved,
+        "allocated": allocated,
+        "rounded": rounded,
+        "segsum_allocated": segsum_alloc,
+        "free_internal": internal,
+        "free_external": external,
+        "pools": pools,
+        "graph": sum(s.total_size for s in segs if s.in_graph_pool),
+    }
+
+
+@dataclass
+class Curve:
+    """State after each event, rebuilt backwards. Index -1 is the state before the trace."""
+
+    x: list[int]
+    reserved: list[int]
+    allocated: list[int]
+    start_reserved: int
+    start_allocated: int
+    # pool -> (start value, [(event index, value after event)]) for segment events
+    pools: dict[str, tuple[int, list[tuple[int, int]]]]
+    seg_events: list[tuple[int, int, str]]  # (event index, delta, pool)
+    timed: bool  # x is time_us (every entry has it), else the event index
+
+
+def reconstruct(
+    entries: Sequence[TraceEntry],
+    reserved_end: int,
+    allocated_end: int,
+    pools_end: dict[str, int],
+    index: _PoolIndex,
+) -> Curve:
+    """Walk the trace backwards from the final state (reference §2)."""
+    n = len(entries)
+    timed = n > 0 and all(e.time_us is not None for e in entries)
+    x = [e.time_us for e in entries] if timed else list(range(n))
+    reserved = [0] * n
+    allocated = [0] * n
+    r, a = reserved_end, allocated_end
+    pool_now = dict(pools_end)
+    pool_points: dict[str, list[tuple[int, int]]] = {}
+    seg_events: list[tuple[int, int, str]] = []
+    for i in range(n - 1, -1, -1):
+        e = entries[i]
+        reserved[i], allocated[i] = r, a
+        action = e.action
+        if action == "alloc":
+            a -= e.size
+        elif action == "free_completed":
+            a += e.size
+        elif action in SEGMENT_GROW or action in SEGMENT_SHRINK:
+            delta = e.size if action in SEGMENT_GROW else -e.size
+            pool = index.find(e.addr or 0)
+            value = pool_now.get(pool, 0)
+            pool_points.setdefault(pool, []).append((i, value))
+            pool_now[pool] = value - delta
+            seg_events.append((i, delta, pool))
+            r -= delta
+    for points in pool_points.values():
+        points.reverse()
+    seg_events.reverse()
+    pools = {
+        p: (pool_now.get(p, 0), pool_points.get(p, [])) for p in set(pool_now) | set(pool_points)
+    }
+    return Curve(x, reserved, allocated, r, a, pools, seg_events, timed)
+
+
+def find_steps(device: int, curve: Curve, timed: bool) -> list[Step]:
+    """Bursts of segment events whose net rise is at least ``STEP_MIN_BYTES``."""
+    gap, span = (
+        (STEP_GAP_US, STEP_MAX_SPAN_US) if timed else (STEP_GAP_EVENTS, STEP_MAX_SPAN_EVENTS)
+    )
+    x = curve.x
+    bursts: list[list[tuple[int, int, str]]] = []
+    for ev in curve.seg_events:
+        if bursts:
+            last = bursts[-1]
+            xi = x[ev[0]]
+            if xi - x[last[-1][0]] <= gap and xi - x[last[0][0]] <= span:
+                last.append(ev)
+                continue
+        bursts.append([ev])
+    steps = []
+    for burst in bursts:
+        net = sum(d for _, d, _ in burst)
+        if net < STEP_MIN_BYTES:
+            continue
+        by_pool: dict[str, int] = {}
+        for _, d, p in burst:
+            by_pool[p] = by_pool.get(p, 0) + d
+        pool = max(by_pool, key=lambda p: by_pool[p])
+        steps.append(
+            Step(
+                device=device,
+                x_start=x[burst[0][0]],
+                x_end=x[burst[-1][0]],
+                bytes=net,
+                pool=pool,
+                graph_pool=pool not in ("0,0", "none", "unknown"),
+                segments=sum(1 for _, d, _ in burst if d > 0),
+            )
+        )
+    return steps
+
+
+def leak_metrics(curve: Curve) -> tuple[int, float, float]:
+    """(floor growth B, fraction of slices where the floor rose, steady slope B/s).
+
+    The floor is allocated memory never returned until the end of the trace. The trace is
+    cut into ``LEAK_SLICES`` equal slices of x; a slice "rises" when the floor grew by at
+    least ``LEAK_SLICE_MIN_BYTES`` in it. The slope uses the *median* slice rise, so a
+    one-off start-up (weights, KV cache) adds growth but no slope, while a leak adds both.
+    """
+    n = len(curve.allocated)
+    if n < 2:
+        return 0, 0.0, 0.0
+    floor = [0] * n
+    low = curve.allocated[-1]
+    for i in range(n - 1, -1, -1):
+        low = min(low, curve.allocated[i])
+        floor[i] = low
+    start_floor = min(floor[0], curve.start_allocated)
+    growth = max(0, floor[-1] - start_floor)
+    x0, x1 = curve.x[0], curve.x[-1]
+    if growth == 0 or x1 <= x0:
+        return growth, 0.0, 0.0
+    rises = []
+    j, previous = 0, start_floor
+    for k in range(1, LEAK_SLICES + 1):
+        limit = x0 + (x1 - x0) * k / LEAK_SLICES
+        while j + 1 < n and curve.x[j + 1] <= limit:
+            j += 1
+        rises.append(floor[j] - previous)
+        previous = floor[j]
+    fraction = sum(1 for r in rises if r >= LEAK_SLICE_MIN_BYTES) / LEAK_SLICES
+    median = sorted(rises)[LEAK_SLICES // 2]
+    slice_s = (x1 - x0) / 1e6 / LEAK_SLICES if curve.timed else 0.0
+    slope = median / slice_s if slice_s > 0 else 0.0
+    return growth, fraction, slope
+
+
+def downsample(curve: Curve, max_points: int = TIMELINE_MAX_POINTS) -> dict[str, Any]:
+    """Equal-width buckets over x keeping each bucket's maximum, so spikes survive."""
+    n = len(curve.x)
+    graph_pools = sorted(
+        (p for p in curve.pools if p not in ("0,0", "none", "unknown")),
+        key=lambda p: -max([curve.pools[p][0]] + [v for _, v in curve.pools[p][1]]),
+    )[:TIMELINE_MAX_POOLS]
+    out: dict[str, Any] = {"x": [], "reserved": [], "allocated": [],
+                           "pools": {p: [] for p in graph_pools}}  # fmt: skip
+    if n == 0:
+        return out
+    x0, x1 = curve.x[0], curve.x[-1]
+    width = max(1.0, (x1 - x0 + 1) / max_points)
+    cursors = dict.fromkeys(graph_pools, 0)
+    current = {p: curve.pools[p][0] for p in graph_pools}
+    i = 0
+    while i < n:
+        bucket = int((curve.x[i] - x0) / width)
+        j = i
+        r_max = a_max = 0
+        while j < n and int((curve.x[j] - x0) / width) == bucket:
+            r_max = max(r_max, curve.reserved[j])
+            a_max = max(a_max, curve.allocated[j])
+            j += 1
+        out["x"].append(curve.x[i])
+        out["reserved"].append(r_max)
+        out["allocated"].append(a_max)
+        for p in graph_pools:
+            points = curve.pools[p][1]
+            best = current[p]
+            c = cursors[p]
+            while c < len(points) and points[c][0] < j:
+                current[p] = points[c][1]
+                best = max(best, current[p])
+                c += 1
+            cursors[p] = c
+            out["pools"][p].append(best)
+        i = j
+    return out
+
+
+def _is_internal(frame: Frame) -> bool:
+    """C/C++ frames, CPython internals and PyTorch's own Python files are not allocation sites."""
+    filename, _line, _name = frame
+    if not filename.endswith(".py"):
+        return True
+    return "/torch/" in filename or filename.startswith("torch/")
+
+
+_CPP_PLUMBING = ("torch::unwind", "torch::CapturedTraceback", "torch::cuda::", "c10::", "at::")
+
+
+def _site(frames: tuple[Frame, ...]) -> tuple[str, tuple[str, ...]]:
+    """Innermost user Python frame; for C++-only stacks (autograd engine), the first frame
+    past the allocator and ATen dispatch plumbing."""
+    user = [f for f in frames if not _is_internal(f)]
+    if user:
+        fmt = [f"{f[0]}:{f[1]} {f[2]}" for f in user[:5]]
+        return fmt[0], tuple(fmt)
+    if not frames:
+        return "<no stack recorded>", ()
+    cpp = [f for f in frames if not f[2].startswith(_CPP_PLUMBING)] or list(frames)
+    fmt = [f"<C++> {f[2][:160]}" for f in cpp[:5]]
+    return fmt[0], tuple(fmt)
+
+
+def top_sites(segments: Iterable[Segment], n: int = TOP_SITES) -> tuple[Site, ...]:
+    """Largest live-byte sites at the final state, by innermost user frame."""
+    by_frames: dict[int, tuple[tuple[Frame, ...], int, int, set[int]]] = {}
+    for s in segments:
+        for b in s.blocks:
+            if b.state not in LIVE_STATES:
+                continue
+            key = id(b.frames)
+            frames, total, count, devs = by_frames.get(key, (b.frames, 0, 0, set()))
+            devs.add(s.device)
+            by_frames[key] = (frames, total + b.allocated, count + 1, devs)
+    sites: dict[str, list[Any]] = {}
+    for frames, total, count, devs in by_frames.values():
+        name, stack = _site(frames)
+        entry = sites.setdefault(name, [0, 0, set(), stack])
+        entry[0] += total
+        entry[1] += count
+        entry[2] |= devs
+    ranked = sorted(sites.items(), key=lambda kv: -kv[1][0])[:n]
+    return tuple(Site(k, v[0], v[1], tuple(sorted(v[2])), v[3]) for k, v in ranked)
+
+
+def _ooms(device: int, entries: Sequence[TraceEntry], curve: Curve) -> tuple[Oom, ...]:
+    out = []
+    for i, e in enumerate(entries):
+        if e.action == "oom":
+            out.append(Oom(device, curve.x[i], e.time_us, e.size, e.device_free or 0,
+                           curve.reserved[i], curve.allocated[i]))  # fmt: skip
+    return tuple(out)
+
+
+def analyse_device(
+    device: int, segs: Sequence[Segment], entries: Sequence[TraceEntry]
+) -> DeviceAnalysis:
+    final = _final_state(segs)
+    index = _PoolIndex(segs)
+    curve = reconstruct(entries, final["reserved"], final["allocated"], final["pools"], index)
+    timed = curve.timed
+    growth, fraction, slope = leak_metrics(curve)
+    graph_start = sum(
+        start for p, (start, _) in curve.pools.items() if p not in ("0,0", "none", "unknown")
+    )
+    span_s = (curve.x[-1] - curve.x[0]) / 1e6 if timed and curve.x else 0.0
+    return DeviceAnalysis(
+        device=device,
+        segments=len(segs),
+        reserved_bytes=final["reserved"],
+        allocated_bytes=final["allocated"],
+        allocated_rounded_bytes=final["rounded"],
+        segsum_allocated_bytes=final["segsum_allocated"],
+        free_internal_bytes=final["free_internal"],
+        free_external_bytes=final["free_external"],
+        graph_pool_bytes=final["graph"],
+        pools=final["pools"],
+        trace_entries=len(entries),
+        x_unit="time_us" if timed else "event",
+        span_s=span_s,
+        start_reserved_bytes=curve.start_reserved,
+        start_allocated_bytes=curve.start_allocated,
+        graph_pool_start_bytes=graph_start,
+        allocated_growth_bytes=growth,
+        leak_fraction=fraction,
+        allocated_slope_bytes_per_s=slope,
+        steps=tuple(find_steps(device, curve, timed)),
+        ooms=_ooms(device, entries, curve),
+        timeline=downsample(curve),
+        pools_unknown_events=sum(1 for _, _, p in curve.seg_events if p == "unknown"),
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def findings(devices: Sequence[DeviceAnalysis]) -> list[dict[str, Any]]:
+    out = []
+    pool_bytes = sum(d.graph_pool_bytes for d in devices)
+    pool_growth = sum(max(0, d.graph_pool_growth_bytes) for d in devices)
+    pool_steps = [s for d in devices for s in d.steps if s.graph_pool]
+    if (
+        pool_bytes >= GRAPH_POOL_FINDING_BYTES
+        and pool_growth >= GRAPH_POOL_GROWTH_FINDING_BYTES
+        and pool_steps
+    ):
+        out.append({
+            "key": "cuda-graph-pool-growth",
+            "title": f"CUDA-graph pools grew by {_gib(pool_growth)} during the trace",
+            "detail": (
+                f"Private (graph) pools hold {_gib(pool_bytes)} at the end; reserved memory "
+                f"stepped up {len(pool_steps)} time(s) in graph pools (largest "
+                f"{_gib(max(s.bytes for s in pool_steps))}). Graphs captured after warm-up "
+                "keep their pool reserved for their lifetime."
+            ),
+            "values": {
+                "graph_pool_bytes": pool_bytes,
+                "graph_pool_growth_bytes": pool_growth,
+                "graph_pool_steps": len(pool_steps),
+                "step_bytes": [s.bytes for s in pool_steps],
+                "step_x": [s.x_start for s in pool_steps],
+                "pools": sorted({s.pool for s in pool_steps}),
+            },
+        })  # fmt: skip
+    leaking = [
+        d for d in devices
+        if d.allocated_slope_bytes_per_s >= LEAK_FINDING_SLOPE_BYTES_PER_S
+        and d.leak_fraction >= LEAK_FINDING_FRACTION
+        and d.span_s >= LEAK_FINDING_MIN_SPAN_S
+    ]  # fmt: skip
+    if leaking:
+        worst = max(leaking, key=lambda d: d.allocated_slope_bytes_per_s)
+        out.append({
+            "key": "allocator-leak",
+            "title": f"Allocated memory only grows: "
+                     f"{worst.allocated_slope_bytes_per_s / MiB:.1f} MiB/s never returned",
+            "detail": (
+                f"On device {worst.device} the allocated floor (bytes never freed again) "
+                f"rose in {worst.leak_fraction:.0%} of the {worst.span_s:.0f} s trace's slices "
+                f"({_gib(worst.allocated_growth_bytes)} in all): tensors are kept alive."
+            ),
+            "values": {
+                "devices": [d.device for d in leaking],
+                "allocated_growth_bytes": worst.allocated_growth_bytes,
+                "leak_fraction": worst.leak_fraction,
+                "slope_bytes_per_s": worst.allocated_slope_bytes_per_s,
+                "span_s": worst.span_s,
+            },
+        })  # fmt: skip
+    ooms = [o for d in devices for o in d.ooms]
+    if ooms:
+        last = ooms[-1]
+        out.append({
+            "key": "oom",
+            "title": f"CUDA out of memory: {_gib(last.requested_bytes)} requested, "
+                     f"{_gib(last.device_free_bytes)} free",
+            "detail": (
+                f"{len(ooms)} OOM event(s); at the last one device {last.device} had "
+                f"{_gib(last.reserved_bytes)} reserved and {_gib(last.allocated_bytes)} allocated."
+            ),
+            "values": {"count": len(ooms), **last.as_dict()},
+        })  # fmt: skip
+    return out
+
+
+def signals(devices: Sequence[DeviceAnalysis]) -> dict[str, float]:
+    worst = max(devices, key=lambda d: d.allocated_growth_bytes, default=None)
+    steps = [s for d in devices for s in d.steps]
+    reserved = sum(d.reserved_bytes for d in devices)
+    allocated = sum(d.allocated_bytes for d in devices)
+    return {
+        "artifact_reserved_bytes": reserved,
+        "artifact_allocated_bytes": allocated,
+        "artifact_graph_pool_bytes": sum(d.graph_pool_bytes for d in devices),
+        "artifact_graph_pool_growth_bytes": sum(d.graph_pool_growth_bytes for d in devices),
+        "artifact_reserved_step_count": len(steps),
+        "artifact_reserved_step_max_bytes": max((s.bytes for s in steps), default=0),
+        "artifact_allocated_growth_bytes": worst.allocated_growth_bytes if worst else 0,
+        "artifact_leak_fraction": worst.leak_fraction if worst else 0.0,
+        "artifact_allocated_slope_bytes_per_s": worst.allocated_slope_bytes_per_s if worst else 0.0,
+        "artifact_oom_count": sum(len(d.ooms) for d in devices),
+        "artifact_reserved_gap_bytes": reserved - allocated,
+        "artifact_trace_entries": sum(d.trace_entries for d in devices),
+        "artifact_trace_span_s": max((d.span_s for d in devices), default=0.0),
+    }
+
+
+def analyse_snapshot(snapshot: Snapshot) -> MemoryAnalysis:
+    """Final state, backward timeline, steps, leak metrics, top sites, OOMs and findings."""
+    devices = []
+    for dev in snapshot.devices:
+        segs = [s for s in snapshot.segments if s.device == dev]
+        entries = snapshot.device_traces[dev] if dev < len(snapshot.device_traces) else ()
+        devices.append(analyse_device(dev, segs, entries))
+    devs = tuple(devices)
+    return MemoryAnalysis(
+        layout=snapshot.layout,
+        devices=devs,
+        top_sites=top_sites(snapshot.segments),
+        findings=tuple(findings(devs)),
+        signals=signals(devs),
+    )

@@ -1,0 +1,99 @@
+"""The bounded reader every loader goes through: caps hold on hostile bytes."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+
+import pytest
+
+from artifacts.bounded import Limits, read_all, stream
+from artifacts.errors import ArtifactRejected
+from artifacts.kinds import sniff
+
+MiB = 1 << 20
+
+
+def _bomb(expanded: int) -> bytes:
+    """Gzip of ``expanded`` zero bytes, built without ever holding them."""
+    out = io.BytesIO()
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(MiB)
+    for _ in range(expanded // MiB):
+        out.write(c.compress(block))
+    out.write(c.flush())
+    return out.getvalue()
+
+
+def test_plain_and_gzip_and_concatenated_members_read_back():
+    assert read_all(io.BytesIO(b"plain text")) == b"plain text"
+    assert read_all(io.BytesIO(gzip.compress(b"x" * 3_000_000))) == b"x" * 3_000_000
+    assert read_all(io.BytesIO(gzip.compress(b"ab") + gzip.compress(b"cd"))) == b"abcd"
+
+
+def test_a_decompression_bomb_stops_at_the_cap_not_at_the_end():
+    bomb = _bomb(64 * MiB)  # ~64 KiB compressed
+    assert len(bomb) < MiB
+    seen = 0
+    with pytest.raises(ArtifactRejected, match="expands past the 16 MiB limit"):
+        for chunk in stream(io.BytesIO(bomb), Limits(max_expanded_bytes=16 * MiB)):
+            seen += len(chunk)
+    assert seen <= 16 * MiB
+
+
+def test_truncated_gzip_garbage_after_the_end_and_corrupt_data_are_named():
+    data = gzip.compress(b"y" * 100_000)
+    with pytest.raises(ArtifactRejected, match="truncated"):
+        read_all(io.BytesIO(data[: len(data) // 2]))
+    with pytest.raises(ArtifactRejected, match="unexpected bytes after the end"):
+        read_all(io.BytesIO(data + b"trailing junk"))
+    corrupt = bytearray(data)
+    corrupt[20:40] = b"\xff" * 20
+    with pytest.raises(ArtifactRejected, match=r"corrupt gzip|truncated"):
+        read_all(io.BytesIO(bytes(corrupt)))
+
+
+def test_size_cap_and_empty_file():
+    with pytest.raises(ArtifactRejected, match="larger than the 1 MiB limit"):
+        read_all(io.BytesIO(b"z" * (2 * MiB)), Limits(max_file_bytes=MiB))
+    with pytest.raises(ArtifactRejected, match="empty"):
+        read_all(io.BytesIO(b""))
+
+
+def test_the_deadline_is_checked_between_chunks():
+    with pytest.raises(ArtifactRejected, match="time limit"):
+        read_all(io.BytesIO(b"w" * (3 * MiB)), Limits(deadline_s=-1))
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (b"\x80\x04\x95\x10\x00", "memory-snapshot"),
+        (gzip.compress(b'{"traceEvents": []}'), "chrome-trace"),
+        (b'\xef\xbb\xbf  {"schemaVersion": 1}', "chrome-trace"),
+        (b"INFO 01-05 08:00:01 engine\ngc: collecting generation 2...\n", "gc-log"),
+        (b"#!/bin/sh\nrm -rf /\n", None),
+        (b"[1, 2, 3]", None),
+        (b"\x80\x09", None),
+    ],
+)
+def test_kinds_are_told_apart_by_their_bytes(head, kind):
+    assert sniff(head) == kind
+
+
+def test_many_concatenated_members_stream_in_bounded_memory():
+    """640 gzip members of 16 MiB each: once the leftover input was doubled per member."""
+    import tracemalloc
+
+    member = gzip.compress(b" " * (16 * MiB))
+    data = member * 64
+    tracemalloc.start()
+    total = 0
+    with pytest.raises(ArtifactRejected, match="expands past"):
+        for chunk in stream(io.BytesIO(data), Limits(max_expanded_bytes=512 * MiB)):
+            total += len(chunk)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total <= 512 * MiB
+    assert peak < 3 * len(data) + 8 * MiB
