@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "teams",
     "probes",
     "investigations",
+    "artifacts",
 ]
 
 MIDDLEWARE = [
@@ -242,6 +243,32 @@ ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_R
 for _root in ATLAS_LOG_FILE_ROOTS:
     if not _root.is_absolute():
         raise ImproperlyConfigured(f"ATLAS_LOG_FILE_ROOTS item {str(_root)!r} must be absolute.")
+
+# Profiler artifacts (uploads and probe-collected files): size bounds and analysis time.
+ATLAS_ARTIFACT_MAX_BYTES = env.env_int(
+    ENVIRON, "ATLAS_ARTIFACT_MAX_BYTES", 256 * 1024 * 1024, minimum=1024, maximum=8 * 1024**3
+)
+ATLAS_ARTIFACT_MAX_EXPANDED_BYTES = env.env_int(
+    ENVIRON,
+    "ATLAS_ARTIFACT_MAX_EXPANDED_BYTES",
+    4 * 1024**3,
+    minimum=1024,
+    maximum=64 * 1024**3,
+)
+ATLAS_ARTIFACT_TIME_LIMIT = env.env_int(
+    ENVIRON, "ATLAS_ARTIFACT_TIME_LIMIT", 600, minimum=5, maximum=3000
+)
+if _visibility <= ATLAS_ARTIFACT_TIME_LIMIT + 60:
+    raise ImproperlyConfigured(
+        "ATLAS_BROKER_VISIBILITY_TIMEOUT must exceed ATLAS_ARTIFACT_TIME_LIMIT + 60 s, or an "
+        "artifact still being analysed would be delivered a second time."
+    )
+ATLAS_ARTIFACT_FETCH_TIMEOUT = env.env_int(
+    ENVIRON, "ATLAS_ARTIFACT_FETCH_TIMEOUT", 60, minimum=1, maximum=600
+)
+# Django must spool uploads to disk, never hold them in memory, and refuse past the bound.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 # --- Logging ------------------------------------------------------------------------------
 LOG_LEVEL = env.env_choice(

@@ -24,6 +24,7 @@ urlpatterns = [
     path("", include("investigations.urls")),
     path("", include("probes.urls")),
     path("", include("investigations.api_urls")),
+    path("", include("artifacts.urls")),
     path("admin/", admin.site.urls),
 ]
 

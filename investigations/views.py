@@ -23,6 +23,7 @@ from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
 from investigations.playbook import get_playbook
 from probes.forms import TargetForm
+from probes.models import TargetKind
 from teams.models import Membership, Role
 
 
@@ -82,7 +83,16 @@ def open_investigation(request: HttpRequest, deployment_id) -> HttpResponse:
 @require_GET
 def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/detail.html", _page_context(investigation))
+    context = _page_context(investigation)
+    context["can_respond"] = Membership.objects.filter(
+        team_id=investigation.team_id,
+        user=request.user,
+        role__in=[Role.COMMANDER, Role.RESPONDER],
+    ).exists()
+    context["has_profiler_targets"] = investigation.deployment.targets.filter(
+        kind=TargetKind.PROFILER, enabled=True
+    ).exists()
+    return render(request, "investigations/detail.html", context)
 
 
 @require_GET

@@ -36,9 +36,9 @@ def due_polls(now: datetime) -> list[DuePoll]:
         .values_list("pk", "poll_interval_s")
     }
     targets = list(
-        Target.objects.filter(deployment_id__in=deployments, enabled=True).values_list(
-            "pk", "deployment_id", "kind", "host_queue"
-        )
+        Target.objects.filter(
+            deployment_id__in=deployments, enabled=True, kind__in=HTTP_KINDS + HOST_KINDS
+        ).values_list("pk", "deployment_id", "kind", "host_queue")
     )
     polled = set(
         Poll.objects.filter(

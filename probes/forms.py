@@ -4,7 +4,7 @@ import re
 
 from django import forms
 
-from probes.models import HOST_KINDS, HTTP_KINDS, Target, TargetKind
+from probes.models import HOST_KINDS, HTTP_KINDS, ON_DEMAND_KINDS, Target, TargetKind
 from probes.net import ProbeError, validate_url
 
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -58,7 +58,7 @@ class TargetForm(forms.ModelForm):
     def clean(self) -> dict:
         data = super().clean()
         kind = data.get("kind")
-        if kind in HTTP_KINDS:
+        if kind in HTTP_KINDS + ON_DEMAND_KINDS:
             url = data.get("url", "")
             if not url:
                 self.add_error("url", "This kind of target is read over HTTP: give its URL.")

@@ -36,6 +36,7 @@ class TargetKind(models.TextChoices):
     LOG_HTTP = "log_http", "Engine log over HTTP (offset)"
     LOG_FILE = "log_file", "Engine log file on a worker host"
     NVML = "nvml", "NVML on a GPU host"
+    PROFILER = "profiler", "Profiler artifact endpoint (collected on request)"
 
 
 # Kinds fetched over HTTP by the shared pollers; the others run on a per-host queue.
@@ -47,6 +48,8 @@ HTTP_KINDS = (
     TargetKind.LOG_HTTP,
 )
 HOST_KINDS = (TargetKind.LOG_FILE, TargetKind.NVML)
+# Fetched only when someone asks (a trace or a snapshot is big and perturbs the engine).
+ON_DEMAND_KINDS = (TargetKind.PROFILER,)
 
 
 class Target(models.Model):

@@ -1,0 +1,96 @@
+"""Storing an artifact: stream it to disk under a size bound, hash it, queue its analysis.
+
+Used by the browser upload, the API and the probe collector alike. The bound is enforced
+while copying, so a client that lies about its size costs at most the limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+from django.utils import timezone
+
+from artifacts import kinds
+from artifacts.models import Artifact, Source
+from investigations.models import Deployment, Investigation, TimelineEvent
+
+MAX_NAME = 200
+
+
+class UploadRejected(ValueError):
+    """The upload itself is unacceptable (too large, empty, unknown kind)."""
+
+
+def clean_name(name: str) -> str:
+    """A display name: the last path component, printable, bounded."""
+    base = Path(str(name).replace("\\", "/")).name or "artifact"
+    printable = "".join(ch if ch.isprintable() else "_" for ch in base)
+    return printable[:MAX_NAME]
+
+
+def store(
+    *,
+    deployment: Deployment,
+    chunks: Iterable[bytes],
+    name: str,
+    source: str,
+    kind: str = "",
+    investigation: Investigation | None = None,
+    user=None,
+    source_url: str = "",
+    captured_at: datetime | None = None,
+) -> Artifact:
+    """Copy ``chunks`` to the artifact store and queue the analysis (after commit)."""
+    if kind and kind not in kinds.KINDS:
+        raise UploadRejected(f"unknown kind {kind!r}; expected one of {', '.join(kinds.KINDS)}")
+    if investigation is not None and investigation.deployment_id != deployment.pk:
+        raise UploadRejected("the investigation belongs to another deployment")
+    limit = settings.ATLAS_ARTIFACT_MAX_BYTES
+    digest = hashlib.sha256()
+    size = 0
+    with tempfile.TemporaryFile() as spool:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise UploadRejected(f"the file is larger than the {limit >> 20} MiB limit")
+            digest.update(chunk)
+            spool.write(chunk)
+        if size == 0:
+            raise UploadRejected("the file is empty")
+        spool.seek(0)
+        with transaction.atomic():
+            artifact = Artifact(
+                team_id=deployment.team_id,
+                deployment=deployment,
+                investigation=investigation,
+                kind=kind,
+                name=clean_name(name),
+                size_bytes=size,
+                sha256=digest.hexdigest(),
+                source=source,
+                source_url=source_url[:2000],
+                uploaded_by=user,
+                captured_at=captured_at or timezone.now(),
+            )
+            artifact.file.save("artifact", File(spool), save=False)
+            artifact.save()
+            if investigation is not None:
+                verb = "collected" if source == Source.PROBE else "uploaded"
+                TimelineEvent.objects.create(
+                    investigation=investigation,
+                    kind="artifact",
+                    actor=user,
+                    summary=f"{artifact.name} {verb} ({size:,} bytes); analysis queued"[:500],
+                    data={"artifact": str(artifact.pk)},
+                )
+            from artifacts.tasks import analyse_artifact
+
+            transaction.on_commit(lambda: analyse_artifact.delay(str(artifact.pk)))
+    return artifact

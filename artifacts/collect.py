@@ -1,0 +1,80 @@
+"""Collecting artifacts from profiler endpoints (a real engine's exporter, or enginesim's
+``/profiler/...``): one guarded fetch per target, each body stored like an upload.
+
+Bodies can be large, so the probe's usual 8 MiB cap is raised to the artifact limit and the
+deadline to the artifact fetch timeout; the SSRF guard is the probes' own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from artifacts import actions
+from artifacts.models import Source
+from investigations.models import Investigation, TimelineEvent
+from probes.collect import fetch_all
+from probes.models import Target, TargetKind
+from probes.policy import fetch_policy
+
+
+def collect_for(investigation_id: str, user_id: int | None = None) -> int:
+    investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
+    targets = list(
+        Target.objects.filter(
+            deployment_id=investigation.deployment_id, kind=TargetKind.PROFILER, enabled=True
+        ).order_by("replica", "url")
+    )
+    if not targets:
+        return 0
+    timeout = float(settings.ATLAS_ARTIFACT_FETCH_TIMEOUT)
+    policy = replace(
+        fetch_policy(),
+        max_bytes=settings.ATLAS_ARTIFACT_MAX_BYTES,
+        read_timeout=timeout,
+        total_timeout=timeout,
+    )
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    fetched = fetch_all([(str(t.pk), t.url) for t in targets], policy, concurrency=4)
+    stored = 0
+    for target, outcome in zip(targets, fetched, strict=True):
+        if outcome.error is not None:
+            TimelineEvent.objects.create(
+                investigation=investigation,
+                kind="artifact",
+                actor=user,
+                summary=f"Collecting from {target.url} failed: {outcome.error}"[:500],
+                data={"target": str(target.pk)},
+            )
+            continue
+        body = outcome.result.body
+        try:
+            actions.store(
+                deployment=investigation.deployment,
+                investigation=investigation,
+                chunks=[body],
+                name=_name_for(target),
+                source=Source.PROBE,
+                user=user,
+                source_url=target.url,
+                captured_at=timezone.now(),
+            )
+        except actions.UploadRejected as exc:
+            TimelineEvent.objects.create(
+                investigation=investigation,
+                kind="artifact",
+                actor=user,
+                summary=f"{target.url} answered, but: {exc}"[:500],
+                data={"target": str(target.pk)},
+            )
+            continue
+        stored += 1
+    return stored
+
+
+def _name_for(target: Target) -> str:
+    tail = target.url.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] or "artifact"
+    return f"{tail}-{target.replica}" if target.replica else tail
