@@ -151,11 +151,13 @@ def _router_slow(p: dict[str, float]) -> Scenario:
 @_register("prefill-unchunked", {"rate": 1.2, "long_fraction": 0.25})
 def _prefill_unchunked(p: dict[str, float]) -> Scenario:
     """Chunked prefill off: an 8k-16k-token prompt runs in one step (16,000 x 0.035 ms = 560 ms),
-    stalling every decode. Fix: enable chunked prefill with a 512-token budget."""
+    stalling every decode. The limit case of an oversized chunk (the whole prompt is the chunk),
+    so its cause key is oversized-prefill-chunks: per-request prefill is not slow (tokens x cost),
+    the steps that carry it are. Fix: enable chunked prefill with a 512-token budget."""
     return Scenario(
         "prefill-unchunked",
         "Long prompts prefilled in one shot stall decode (TTFT and ITL tails).",
-        ("prefill-slow",),
+        ("oversized-prefill-chunks",),
         config={
             "enable_chunked_prefill": False,
             "max_num_batched_tokens": 16384,

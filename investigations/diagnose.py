@@ -59,6 +59,8 @@ class Diagnosis:
             lambda: defaultdict(list)
         )
         self.queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
+        self.artifacts: list[dict] = []
+        self.artifact_errors: dict[str, str] = {}
 
     def _add(self, source: str, endpoint: Endpoint, now: float, found) -> None:
         for signal, labels, value in found:
@@ -114,6 +116,13 @@ class Diagnosis:
             return
         source = {"engine": "engine", "dcgm": "dcgm", "log": "log"}[endpoint.kind]
         self._add(source, endpoint, now, seen.observations)
+
+    def add_artifact(self, label: str, analysis: dict, now: float | None = None) -> None:
+        """An analysed profiler artifact's signals as evidence at ``now`` (source artifact)."""
+        now = time.time() if now is None else now
+        self.artifacts.append({"artifact": label, "kind": analysis.get("kind"), **analysis})
+        for signal, value in analysis.get("signals", {}).items():
+            self.observations[("artifact", signal)][f"artifact={label}"].append((now, value))
 
     def evaluate(self, now: float | None = None) -> Evaluation:
         view = {
@@ -193,4 +202,14 @@ def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> d
     }
     if diagnosis is not None:
         out["probe_errors"] = {e.url: e.errors[-3:] for e in diagnosis.endpoints if e.errors}
+        out["artifacts"] = [
+            {
+                "artifact": a["artifact"],
+                "kind": a.get("kind"),
+                "findings": a.get("findings", []),
+                "signals": a.get("signals", {}),
+            }
+            for a in diagnosis.artifacts
+        ]
+        out["artifact_errors"] = dict(diagnosis.artifact_errors)
     return out

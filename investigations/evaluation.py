@@ -130,7 +130,11 @@ def reduce(measure: Measure, observations: Observations, now: float) -> float | 
         case "sum":
             return sum(values)
         case "increase":
-            return max(points[-1][1] - points[0][1] for points in series)
+            # Growth "over an hour" cannot be judged from a few seconds of it.
+            covered = [p for p in series if p[-1][0] - p[0][0] >= measure.window_s / 4]
+            if not covered:
+                return None
+            return max(points[-1][1] - points[0][1] for points in covered)
         case "spread":
             latest = max(points[-1][0] for points in series)
             now_values = [points[-1][1] for points in series if points[-1][0] == latest]
@@ -153,6 +157,14 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     usage = reduce(Measure("kv_cache_usage", "engine", "last", 300), observations, now)
     running = reduce(Measure("requests_running", "engine", "last", 300), observations, now)
     avg_context = usage * capacity / running if usage is not None and running else None
+    gen_rate = _engine_value(observations, "generation_tokens_rate", now)
+    avg_output = gen_rate / request_rate if gen_rate is not None and request_rate else None
+    # What the running requests can hold: prompt plus, on average, half their output.
+    kv_of_running = (
+        min(1.0, running * (avg_prompt + avg_output / 2) / capacity)
+        if running is not None and avg_prompt and avg_output is not None
+        else None
+    )
     prefill_s = None
     if avg_prompt:
         steps = b.prefill_steps(budget, math.ceil(avg_prompt))
@@ -163,6 +175,7 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.chunk_cost_s": b.chunk_cost_ms(budget) / 1000,
         "expected.avg_prompt_tokens": avg_prompt,
         "expected.avg_context_tokens": avg_context,
+        "expected.kv_usage_of_running": kv_of_running,
         "expected.prefill_s": prefill_s,
     }
 
@@ -235,9 +248,12 @@ def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> Chec
 
 def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) -> str:
     optional = {c.id for c in checks if c.optional}
-    outcomes = [
-        r.outcome for r in results if not (r.id in optional and r.outcome == "inconclusive")
-    ]
+    vetoes = {c.id for c in checks if c.veto}
+    if any(r.id in vetoes and r.outcome == "eliminate" for r in results):
+        return "eliminate"
+    # Optional checks and vetoes (which can only rule out) never hold a confirmation back.
+    quiet = optional | vetoes
+    outcomes = [r.outcome for r in results if not (r.id in quiet and r.outcome == "inconclusive")]
     if "eliminate" in outcomes and "confirm" not in outcomes:
         return "eliminate"
     if outcomes and all(o == "confirm" for o in outcomes):

@@ -43,6 +43,7 @@ REDUCERS = ("last", "max", "min", "mean", "sum", "increase", "spread")
 EXPECTED = frozenset(
     {
         "prefill_s",
+        "kv_usage_of_running",
         "avg_prompt_tokens",
         "avg_context_tokens",
         "kv_capacity_tokens",
@@ -85,6 +86,9 @@ class Check:
     # Corroborating evidence (e.g. a profiler artifact someone may never upload): without
     # data it neither blocks a confirmation nor counts against one.
     optional: bool = False
+    # A veto check's elimination eliminates the hypothesis whatever else confirms it: the
+    # evidence rules the mechanism out (KV held by no running request is not seat pressure).
+    veto: bool = False
 
 
 @dataclass(frozen=True)
@@ -289,12 +293,17 @@ class _Reader:
 
     def check(self, value: Any, path: str) -> Check:
         data = self.mapping(
-            value, path, {"id", "title", "measure", "confirm", "eliminate", "optional"},
+            value, path,
+            {"id", "title", "measure", "confirm", "eliminate", "optional", "veto"},
             {"id", "title", "measure"},
         )  # fmt: skip
         optional = data.get("optional", False)
-        if not isinstance(optional, bool):
-            raise self.fail(f"{path}.optional", "expected true or false")
+        veto = data.get("veto", False)
+        for name, flag in (("optional", optional), ("veto", veto)):
+            if not isinstance(flag, bool):
+                raise self.fail(f"{path}.{name}", "expected true or false")
+        if veto and "eliminate" not in data:
+            raise self.fail(f"{path}.veto", "a veto check needs an eliminate condition")
         if "confirm" not in data and "eliminate" not in data:
             raise self.fail(path, "a check must be able to confirm or eliminate")
         return Check(
@@ -304,6 +313,7 @@ class _Reader:
             self.condition(data["confirm"], f"{path}.confirm") if "confirm" in data else None,
             self.condition(data["eliminate"], f"{path}.eliminate") if "eliminate" in data else None,
             optional,
+            veto,
         )
 
     def fix(self, value: Any, path: str) -> Fix:

@@ -51,7 +51,11 @@ def test_a_responder_confirms_with_a_reason_and_the_evidence_is_frozen(
         "kv-cache-pressure", "confirm", responder,
     )  # fmt: skip
     frozen = {c["id"]: c["measured"] for c in decision.evidence["checks"]}
-    assert frozen == {"kv-usage": 0.94, "preemption-rate": pytest.approx(0.08)}
+    assert frozen == {
+        "kv-usage": 0.94,
+        "preemption-rate": pytest.approx(0.08),
+        "kv-held-by-running": 0.94,
+    }
     # Later observations do not change what the decision was based on.
     Observation.objects.filter(signal="kv_cache_usage").update(value=0.10)
     decision.refresh_from_db()

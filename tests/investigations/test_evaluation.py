@@ -74,8 +74,11 @@ def test_missing_data_is_inconclusive_never_eliminated():
     assert router.suggestion == "inconclusive"
     assert router.checks[0].reason == "no data in the window"
     prefill = result.find("prefill-slow")
-    assert prefill.suggestion == "inconclusive"
+    assert prefill.checks[0].outcome == "inconclusive"
     assert "expected.prefill_s" in prefill.checks[0].reason
+    # Eliminated all the same, by evidence that is there: the preemptions that explain
+    # slow prefill (evicted requests re-prefill).
+    assert prefill.checks[1].outcome == "eliminate" and prefill.suggestion == "eliminate"
     assert result.ranking[0] == "kv-cache-pressure"
 
 
@@ -157,12 +160,15 @@ def test_host_wide_throttling_is_found_with_dcgm_exporters_default_fields():
     assert result.ranking[0] == "gpu-throttling"
 
 
-def test_one_slow_rank_is_a_straggler_not_host_throttling():
+def test_one_throttled_rank_is_a_straggler_first_and_throttled_too():
     result = evaluate(
         playbooks()["itl-spikes"], ATLAS, _itl_observations([1410, 1410, 1200, 1410]), NOW
     )
-    assert result.find("gpu-throttling").suggestion == "eliminate"
+    assert result.find("gpu-throttling").suggestion == "confirm"
     assert result.find("tp-straggler").suggestion == "confirm"
+    assert result.ranking[:2] == ("tp-straggler", "gpu-throttling")
+    full = evaluate(playbooks()["itl-spikes"], ATLAS, _itl_observations([1410] * 4), NOW)
+    assert full.find("gpu-throttling").suggestion == "eliminate"
 
 
 def test_an_optional_check_with_data_still_counts():
@@ -172,3 +178,28 @@ def test_an_optional_check_with_data_still_counts():
     )
     assert [c.outcome for c in throttling.checks] == ["confirm", "eliminate"]
     assert throttling.suggestion == "inconclusive"  # the evidence disagrees: people decide
+
+
+def test_kv_held_by_nobody_is_a_leak_not_seat_pressure():
+    """A full cache with a dozen short requests running cannot be what they hold: the
+    veto check rules out seat pressure (fewer seats would not help) and the leak ranks
+    first. With walkthrough 1's 40 long sequences the same usage is fully explained."""
+    leak = walkthrough_1(
+        {
+            ("engine", "requests_running"): [("", flat(12))],
+            ("engine", "kv_cache_usage"): [("", flat(0.99))],
+            ("engine", "prompt_tokens_rate"): [("", flat(700 * 1.5))],
+            ("engine", "generation_tokens_rate"): [("", flat(180 * 1.5))],
+        }
+    )
+    result = evaluate(playbooks()["high-ttft"], ATLAS, leak, NOW)
+    # 12 x (700 + 90) tokens of 114,688 is 8 % of the cache.
+    assert result.expected["expected.kv_usage_of_running"] == pytest.approx(12 * 790 / 114688)
+    assert result.find("kv-cache-pressure").suggestion == "eliminate"
+    assert result.find("kv-block-leak").suggestion == "confirm"
+    assert result.ranking[0] == "kv-block-leak"
+
+    pressure = walkthrough_1({("engine", "generation_tokens_rate"): [("", flat(700 * 1.5))]})
+    result = evaluate(playbooks()["high-ttft"], ATLAS, pressure, NOW)
+    assert result.find("kv-block-leak").suggestion == "eliminate"
+    assert result.find("kv-cache-pressure").suggestion == "confirm"

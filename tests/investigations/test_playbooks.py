@@ -33,7 +33,12 @@ def test_walkthrough_1_tree_shape():
     assert [h.key for h in playbook.hypotheses] == ["router-latency", "engine-queue"]
     queue = playbook.node("engine-queue")
     assert not queue.is_cause
-    assert {c.key for c in queue.children} == {"kv-cache-pressure", "prefill-slow", "queue-backlog"}
+    assert {c.key for c in queue.children} == {
+        "kv-cache-pressure",
+        "kv-block-leak",
+        "prefill-slow",
+        "queue-backlog",
+    }
     fix = playbook.node("kv-cache-pressure").fix
     assert fix.apply["max_num_seqs"].names == {"param.max_num_seqs"}
     # The fix is verified against the measurement that raised the alarm.

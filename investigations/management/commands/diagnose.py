@@ -13,6 +13,8 @@ from pathlib import Path
 import yaml
 from django.core.management.base import BaseCommand, CommandError
 
+from artifacts.errors import ArtifactRejected
+from artifacts.fetch import fetch_and_analyse
 from investigations.budget import Budget
 from investigations.diagnose import Diagnosis, evaluation_json, run
 from investigations.playbook import PlaybookError, get_playbook, playbooks
@@ -29,6 +31,13 @@ class Command(BaseCommand):
         parser.add_argument("--symptom", required=True, help=", ".join(sorted(playbooks())))
         for kind in ("engine", "prometheus", "dcgm", "log"):
             parser.add_argument(f"--{kind}", action="append", default=[], metavar="URL")
+        parser.add_argument(
+            "--artifact",
+            action="append",
+            default=[],
+            metavar="PATH_OR_URL",
+            help="a memory snapshot, Chrome trace or gc log (file, or a profiler endpoint URL)",
+        )
         parser.add_argument("--deployment", type=Path, help="YAML/JSON file of budget constants")
         parser.add_argument("--interval", type=float, default=5.0)
         parser.add_argument("--cycles", type=int, default=3)
@@ -43,8 +52,10 @@ class Command(BaseCommand):
         endpoints = [
             (kind, url) for kind in ("engine", "prometheus", "dcgm", "log") for url in options[kind]
         ]
-        if not endpoints:
-            raise CommandError("give at least one --engine, --prometheus, --dcgm or --log URL")
+        if not endpoints and not options["artifact"]:
+            raise CommandError(
+                "give at least one --engine, --prometheus, --dcgm, --log URL or --artifact"
+            )
         for _, url in endpoints:
             try:
                 validate_url(url)
@@ -56,6 +67,11 @@ class Command(BaseCommand):
         diagnosis = Diagnosis(
             playbook, budget, endpoints, fetch_policy(), window_s=options["window"]
         )
+        for n, source in enumerate(options["artifact"]):
+            try:
+                diagnosis.add_artifact(str(n), fetch_and_analyse(source))
+            except ArtifactRejected as exc:
+                diagnosis.artifact_errors[source] = exc.reason
         try:
             result = run(diagnosis, cycles=options["cycles"], interval_s=options["interval"])
         except ValueError as exc:

@@ -1,0 +1,127 @@
+"""Running one matrix case through the diagnose path or the Celery path, over real HTTP
+against a manual-clock simulator. Both return, per symptom, the evaluation after the
+second poll cycle."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+from enginesim.deployment import Deployment as SimDeployment
+from enginesim.deployment import SimClock
+from enginesim.server import SimServer
+from investigations.evaluation import Evaluation, NodeResult
+from tests.matrix.cases import DCGM, ENGINE, LOG, Case
+
+POLL_S = 15
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+
+
+def post(base: str, path: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else b""
+    request = urllib.request.Request(base + path, data=data, method="POST")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())
+
+
+@contextmanager
+def simulator(name: str, seed: int = 0) -> Iterator[str]:
+    server = SimServer(SimDeployment(name, seed=seed, clock=SimClock("manual"))).start_in_thread()
+    try:
+        yield f"http://127.0.0.1:{server.ports['main']}"
+    finally:
+        server.stop()
+
+
+def _kind(path: str) -> str:
+    return {ENGINE: "engine", DCGM: "dcgm", LOG: "log"}[path]
+
+
+def via_diagnose(name: str, case: Case) -> dict[str, Evaluation]:
+    """``manage.py diagnose``'s engine (Diagnosis) with the case's artifacts fetched from the
+    simulator's profiler endpoints through the same guarded client."""
+    from artifacts.fetch import fetch_and_analyse
+    from investigations.budget import Budget
+    from investigations.diagnose import Diagnosis
+    from investigations.playbook import playbooks
+    from probes.policy import fetch_policy
+
+    out = {}
+    with simulator(name) as base:
+        post(base, f"/control/advance?seconds={case.open_at_s}")
+        diagnoses = {
+            symptom: Diagnosis(
+                playbooks()[symptom],
+                Budget(**case.budget),
+                [(_kind(path), base + path) for path in case.targets],
+                fetch_policy(),
+            )
+            for symptom in case.symptoms
+        }
+        now = START.timestamp() + case.open_at_s
+        for n, path in enumerate(case.artifacts):
+            analysis = fetch_and_analyse(base + path)
+            for diagnosis in diagnoses.values():
+                diagnosis.add_artifact(str(n), analysis, now)
+        for cycle in range(2):
+            if cycle:
+                post(base, f"/control/advance?seconds={POLL_S}")
+                now += POLL_S
+            for diagnosis in diagnoses.values():
+                diagnosis.cycle(now=now)
+        for symptom, diagnosis in diagnoses.items():
+            out[symptom] = diagnosis.evaluate(now=now)
+    return out
+
+
+def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
+    """Targets and investigations in the database, artifacts collected by the collect task
+    and analysed by the analysis task, cycles stored by the poll task, evaluation as the
+    investigation page shows it."""
+    from artifacts.collect import collect_for
+    from artifacts.models import Artifact
+    from artifacts.tasks import analyse_artifact
+    from investigations import actions, live
+    from investigations.models import Deployment
+    from probes.models import Target, TargetKind
+    from probes.tasks import poll_deployment
+
+    kinds = {ENGINE: TargetKind.ENGINE, DCGM: TargetKind.DCGM, LOG: TargetKind.LOG_HTTP}
+    out = {}
+    with simulator(name) as base:
+        post(base, f"/control/advance?seconds={case.open_at_s}")
+        deployment = Deployment.objects.create(team=team, name=f"sim-{name}"[:100], **case.budget)
+        for path in case.targets:
+            Target.objects.create(deployment=deployment, kind=kinds[path], url=base + path)
+        for path in case.artifacts:
+            Target.objects.create(deployment=deployment, kind=TargetKind.PROFILER, url=base + path)
+        investigations = {
+            symptom: actions.open_investigation(deployment=deployment, symptom=symptom, user=user)
+            for symptom in case.symptoms
+        }
+        first = next(iter(investigations.values()))
+        collect_for(str(first.pk), user.pk)
+        for artifact in Artifact.objects.filter(deployment=deployment):
+            analyse_artifact.apply(args=[str(artifact.pk)])
+        cycle = datetime.now(tz=UTC).replace(microsecond=0)
+        for n in range(2):
+            if n:
+                post(base, f"/control/advance?seconds={POLL_S}")
+                cycle += timedelta(seconds=POLL_S)
+            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+        for symptom, investigation in investigations.items():
+            out[symptom] = live.current_state(investigation, now=cycle).result
+    return out
+
+
+def causes(result: Evaluation) -> dict[str, NodeResult]:
+    found, stack = {}, list(result.nodes)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.is_cause:
+            found[node.key] = node
+    return found
