@@ -90,6 +90,9 @@ class Engine:
         self.ooms = 0
         self.steps: deque[tuple[Any, ...]] = deque(maxlen=step_ring)
         self.gc_pauses: deque[tuple[float, int, float, int, int]] = deque(maxlen=GC_RING)
+        # Recent log lines with their simulated time: the gc log is served interleaved with
+        # them, as a real engine's stderr (DEBUG_STATS lines carry no timestamp) would be.
+        self.recent_lines: deque[tuple[float, str]] = deque(maxlen=GC_RING * 4)
         self.graph_captures_after_warmup = 0
         self.recent_oom_at: float | None = None
         self.version = 0  # bumps whenever observable state changes (render cache key)
@@ -118,6 +121,7 @@ class Engine:
             return
         for line in L.render_messages(messages, self._ts(t), pids=self.pids):
             self.log.write_line(line)
+            self.recent_lines.append((t, line))
 
     def _start_process(self, t: float, reason: str | None) -> None:
         cfg = self.cfg
@@ -624,6 +628,7 @@ class Engine:
                 f"#queue-req: {sched.num_waiting}"
             )
             self.log.write_line(L.sglang_line(self._ts(t), line))
+            self.recent_lines.append((t, L.sglang_line(self._ts(t), line)))
         else:
             self._emit(
                 t,

@@ -66,7 +66,11 @@ def memory_snapshot(engine: Any, rank: int) -> bytes:
 
 def gc_log(engine: Any) -> str:
     pauses = list(engine.gc_pauses)[-GC_LOG_MAX_PAUSES:]
+    first = pauses[0][0] if pauses else 0.0
+    # The engine's own timestamped lines around the pauses: the only clock a gc log has.
+    around = [(t, line) for t, line in engine.recent_lines if t >= first - 10.0]
     return render_gc_log(
         [GcPause(*p) for p in pauses],
         prefix=f"(EngineCore_DP0 pid={engine.pids['EngineCore_DP0']}) ",
+        interleave_with=around,
     )
