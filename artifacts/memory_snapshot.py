@@ -599,6 +599,9 @@ class MemoryAnalysis:
         }
 
 
+_NOT_GRAPH = ("0,0", "none", "unknown")
+
+
 def pool_key(pool: PoolId | None) -> str:
     return "none" if pool is None else f"{pool[0]},{pool[1]}"
 
@@ -621,7 +624,7 @@ class _PoolIndex:
 
 def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
     """Final totals; free_internal/free_external exactly as ``_memory_viz.segsum``."""
-    allocated = rounded = segsum_alloc = internal = external = 0
+    allocated = rounded = segsum_alloc = internal = external = graph_allocated = 0
     pools: dict[str, int] = {}
     for s in segs:
         rounded += s.allocated_size
@@ -630,6 +633,8 @@ def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
         for b in s.blocks:
             if b.state in LIVE_STATES:
                 allocated += b.allocated
+                if s.in_graph_pool:
+                    graph_allocated += b.allocated
             if b.state == "active_allocated":
                 segsum_alloc += b.allocated
                 internal += b.size - b.allocated
@@ -645,6 +650,7 @@ def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
         "free_external": external,
         "pools": pools,
         "graph": sum(s.total_size for s in segs if s.in_graph_pool),
+        "graph_allocated": graph_allocated,
     }
 
 
@@ -661,6 +667,10 @@ class Curve:
     pools: dict[str, tuple[int, list[tuple[int, int]]]]
     seg_events: list[tuple[int, int, str]]  # (event index, delta, pool)
     timed: bool  # x is time_us (every entry has it), else the event index
+    # Allocated bytes inside CUDA-graph private pools after each event: a captured graph's
+    # memory is held for the life of the process by design, so it is pool growth, not a leak.
+    graph_allocated: list[int] = field(default_factory=list)
+    start_graph_allocated: int = 0
 
 
 def reconstruct(
@@ -669,6 +679,7 @@ def reconstruct(
     allocated_end: int,
     pools_end: dict[str, int],
     index: _PoolIndex,
+    graph_allocated_end: int = 0,
 ) -> Curve:
     """Walk the trace backwards from the final state (reference §2)."""
     n = len(entries)
@@ -676,18 +687,23 @@ def reconstruct(
     x = [e.time_us for e in entries] if timed else list(range(n))
     reserved = [0] * n
     allocated = [0] * n
-    r, a = reserved_end, allocated_end
+    graph_allocated = [0] * n
+    r, a, g = reserved_end, allocated_end, graph_allocated_end
     pool_now = dict(pools_end)
     pool_points: dict[str, list[tuple[int, int]]] = {}
     seg_events: list[tuple[int, int, str]] = []
     for i in range(n - 1, -1, -1):
         e = entries[i]
-        reserved[i], allocated[i] = r, a
+        reserved[i], allocated[i], graph_allocated[i] = r, a, g
         action = e.action
         if action == "alloc":
             a -= e.size
+            if index.find(e.addr or 0) not in _NOT_GRAPH:
+                g -= e.size
         elif action == "free_completed":
             a += e.size
+            if index.find(e.addr or 0) not in _NOT_GRAPH:
+                g += e.size
         elif action in SEGMENT_GROW or action in SEGMENT_SHRINK:
             delta = e.size if action in SEGMENT_GROW else -e.size
             pool = index.find(e.addr or 0)
@@ -702,7 +718,7 @@ def reconstruct(
     pools = {
         p: (pool_now.get(p, 0), pool_points.get(p, [])) for p in set(pool_now) | set(pool_points)
     }
-    return Curve(x, reserved, allocated, r, a, pools, seg_events, timed)
+    return Curve(x, reserved, allocated, r, a, pools, seg_events, timed, graph_allocated, g)
 
 
 def find_steps(device: int, curve: Curve, timed: bool) -> list[Step]:
@@ -754,12 +770,15 @@ def leak_metrics(curve: Curve) -> tuple[int, float, float]:
     n = len(curve.allocated)
     if n < 2:
         return 0, 0.0, 0.0
+    # Outside graph pools only: captured graphs hold their memory by design.
+    graph = curve.graph_allocated or [0] * n
+    outside = [a - g for a, g in zip(curve.allocated, graph, strict=True)]
     floor = [0] * n
-    low = curve.allocated[-1]
+    low = outside[-1]
     for i in range(n - 1, -1, -1):
-        low = min(low, curve.allocated[i])
+        low = min(low, outside[i])
         floor[i] = low
-    start_floor = min(floor[0], curve.start_allocated)
+    start_floor = min(floor[0], curve.start_allocated - curve.start_graph_allocated)
     growth = max(0, floor[-1] - start_floor)
     x0, x1 = curve.x[0], curve.x[-1]
     if growth == 0 or x1 <= x0:
@@ -881,7 +900,14 @@ def analyse_device(
 ) -> DeviceAnalysis:
     final = _final_state(segs)
     index = _PoolIndex(segs)
-    curve = reconstruct(entries, final["reserved"], final["allocated"], final["pools"], index)
+    curve = reconstruct(
+        entries,
+        final["reserved"],
+        final["allocated"],
+        final["pools"],
+        index,
+        final["graph_allocated"],
+    )
     timed = curve.timed
     growth, fraction, slope = leak_metrics(curve)
     graph_start = sum(

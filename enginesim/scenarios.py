@@ -123,7 +123,7 @@ def _kv_pressure(p: dict[str, float]) -> Scenario:
     return Scenario(
         "kv-pressure",
         "Traffic ramp of long sequences exhausts KV blocks: preemptions, queue backlog, high TTFT.",
-        ("kv-cache-pressure", "queue-backlog"),
+        ("kv-cache-pressure",),
         config={"max_num_seqs": 40, "max_num_batched_tokens": 2048},
         workload=wl,
         fix={"max_num_seqs": 28},
@@ -311,12 +311,20 @@ def _merge_configs(a: Scenario, b: Scenario) -> dict[str, Any]:
     return merged
 
 
+def _shaped(w: WorkloadSpec) -> bool:
+    """Traffic whose shape over time is the cause (a ramp, a daily cycle), not a constant."""
+    return len({rate for _, rate in w.rate.knots}) > 1 or w.rate.period_s is not None
+
+
 def _merge_workloads(a: Scenario, b: Scenario) -> WorkloadSpec | None:
-    """a's traffic, plus b's long-prompt class when a has none (so both causes stay active)."""
+    """The shaped traffic of the two (a's when both or neither are shaped), plus the other's
+    long-prompt class when it has none, so both causes stay active."""
     wa = a.workload if a.name != "healthy" else None
     wb = b.workload if b.name != "healthy" else None
     if wa is None or wb is None:
         return wa or wb or a.workload or b.workload
+    if _shaped(wb) and not _shaped(wa):
+        wa, wb = wb, wa
     if wa.long_prompt_fraction == 0 and wb.long_prompt_fraction > 0:
         wa = replace(
             wa,

@@ -25,6 +25,11 @@ class Case:
     # The deployment's registered constants where they differ from the Atlas defaults
     # (walkthrough 1's engine runs a 2,048-token chunk budget).
     budget: dict = field(default_factory=dict)
+    # In a pair, each symptom is noticed when its own incident shows it.
+    open_at_by_symptom: dict = field(default_factory=dict)
+
+    def opens(self) -> list[tuple[float, str]]:
+        return sorted((self.open_at_by_symptom.get(s, self.open_at_s), s) for s in self.symptoms)
 
 
 CASES: dict[str, Case] = {
@@ -50,6 +55,10 @@ def case_of(name: str) -> Case:
         max(c.open_at_s for c in cases),
         tuple(dict.fromkeys(a for c in cases for a in c.artifacts)),
         budget={k: v for c in reversed(cases) for k, v in c.budget.items()},
+        open_at_by_symptom={
+            symptom: max(c.open_at_s for c in cases if symptom in c.symptoms)
+            for symptom in symptoms
+        },
     )
 
 
@@ -59,3 +68,29 @@ def truth(name: str) -> set[str]:
 
 def causes_of(symptom: str) -> set[str]:
     return {node.key for node in playbooks()[symptom].walk() if node.is_cause}
+
+
+_RESTARTS = (
+    "the allocator leak OOMs and restarts the engine every ~3.5 simulated minutes; each restart "
+    "wipes the other incident's engine state (and the snapshot's leak history), so the pair "
+    "never shows both signatures at once"
+)
+_SLOW_LEAK = (
+    "kv-block-leak needs ~18 simulated minutes of leaked blocks before KV fills; in this pair "
+    "the other incident either resets it (OOM restarts) or fills KV with live long sequences, "
+    "so usage is no longer unexplained (kv-pressure's long-sequence traffic is also not kept "
+    "by the combination)"
+)
+# Pairs the simulator cannot yet realise with both causes visible: strict xfails, so the day
+# one starts passing the marker has to go (open work on issue #5 / the simulator).
+KNOWN_PAIR_GAPS = {
+    "allocator-leak+graph-pool-growth": _RESTARTS,
+    "allocator-leak+kv-block-leak": _RESTARTS,
+    "allocator-leak+kv-pressure": _RESTARTS,
+    "allocator-leak+long-prefill-itl": _RESTARTS,
+    "allocator-leak+prefill-unchunked": _RESTARTS,
+    "graph-pool-growth+kv-block-leak": _SLOW_LEAK,
+    "kv-block-leak+kv-pressure": _SLOW_LEAK,
+    "kv-block-leak+long-prefill-itl": _SLOW_LEAK,
+    "kv-block-leak+prefill-unchunked": _SLOW_LEAK,
+}

@@ -4,6 +4,7 @@ second poll cycle."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ def _kind(path: str) -> str:
 def via_diagnose(name: str, case: Case) -> dict[str, Evaluation]:
     """``manage.py diagnose``'s engine (Diagnosis) with the case's artifacts fetched from the
     simulator's profiler endpoints through the same guarded client."""
+    from artifacts.errors import ArtifactRejected
     from artifacts.fetch import fetch_and_analyse
     from investigations.budget import Budget
     from investigations.diagnose import Diagnosis
@@ -51,28 +53,28 @@ def via_diagnose(name: str, case: Case) -> dict[str, Evaluation]:
 
     out = {}
     with simulator(name) as base:
-        post(base, f"/control/advance?seconds={case.open_at_s}")
-        diagnoses = {
-            symptom: Diagnosis(
+        clock = 0.0
+        for open_at, symptom in case.opens():
+            if open_at > clock:
+                post(base, f"/control/advance?seconds={open_at - clock}")
+                clock = open_at
+            diagnosis = Diagnosis(
                 playbooks()[symptom],
                 Budget(**case.budget),
                 [(_kind(path), base + path) for path in case.targets],
                 fetch_policy(),
             )
-            for symptom in case.symptoms
-        }
-        now = START.timestamp() + case.open_at_s
-        for n, path in enumerate(case.artifacts):
-            analysis = fetch_and_analyse(base + path)
-            for diagnosis in diagnoses.values():
-                diagnosis.add_artifact(str(n), analysis, now)
-        for cycle in range(2):
-            if cycle:
-                post(base, f"/control/advance?seconds={POLL_S}")
-                now += POLL_S
-            for diagnosis in diagnoses.values():
+            now = START.timestamp() + clock
+            for n, path in enumerate(case.artifacts):
+                # e.g. no gc pauses yet: evidence that is not there is not evidence.
+                with contextlib.suppress(ArtifactRejected):
+                    diagnosis.add_artifact(str(n), fetch_and_analyse(base + path), now)
+            for cycle in range(2):
+                if cycle:
+                    post(base, f"/control/advance?seconds={POLL_S}")
+                    clock += POLL_S
+                    now += POLL_S
                 diagnosis.cycle(now=now)
-        for symptom, diagnosis in diagnoses.items():
             out[symptom] = diagnosis.evaluate(now=now)
     return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from celery import current_app
 
-from tests.matrix.cases import CASES, causes_of, truth
+from tests.matrix.cases import CASES, KNOWN_PAIR_GAPS, PAIRS, case_of, causes_of, truth
 from tests.matrix.run import causes, via_celery, via_diagnose
 
 pytestmark = pytest.mark.slow
@@ -41,6 +41,22 @@ def check(name: str, results: dict) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_single_scenarios_through_diagnose(name):
     check(name, via_diagnose(name, CASES[name]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(reason=KNOWN_PAIR_GAPS[name], strict=True)
+            if name in KNOWN_PAIR_GAPS
+            else (),
+        )
+        for name in PAIRS
+    ],
+)
+def test_pairs_through_diagnose(name):
+    check(name, via_diagnose(name, case_of(name)))
 
 
 @pytest.fixture
