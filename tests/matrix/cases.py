@@ -42,6 +42,8 @@ CASES: dict[str, Case] = {
     "gc-pauses": Case(("itl-spikes",), 120, (GC_LOG,)),
     "tp-straggler": Case(("itl-spikes",), 60),
 }
+# A healthy deployment, investigated anyway (a false alarm): nothing may be confirmed.
+HEALTHY = Case(("high-ttft", "itl-spikes", "gpu-oom"), 300, (SNAPSHOT, TRACE, GC_LOG))
 # router-slow needs a Prometheus server in front of the router's metrics: tested on its own.
 PAIRS = [f"{a}+{b}" for a, b in combinations(sorted(CASES), 2)]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from celery import current_app
 
-from tests.matrix.cases import CASES, KNOWN_PAIR_GAPS, PAIRS, case_of, causes_of, truth
+from tests.matrix.cases import CASES, HEALTHY, KNOWN_PAIR_GAPS, PAIRS, case_of, causes_of, truth
 from tests.matrix.run import causes, via_celery, via_diagnose
 
 pytestmark = pytest.mark.slow
@@ -36,6 +36,10 @@ def check(name: str, results: dict) -> None:
             if has_data and node.suggestion != "eliminate":
                 reasons = [(c.id, c.outcome, c.reason) for c in node.checks]
                 pytest.fail(f"{where}: decoy {key} not eliminated: {reasons}")
+
+
+def test_a_healthy_deployment_confirms_nothing():
+    check("healthy", via_diagnose("healthy", HEALTHY))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
