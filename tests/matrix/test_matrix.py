@@ -13,7 +13,9 @@ from tests.matrix.run import causes, via_celery, via_diagnose
 pytestmark = pytest.mark.slow
 
 
-def check(name: str, results: dict) -> None:
+def check(name: str, results: dict, *, between_is_ok: frozenset = frozenset()) -> None:
+    """``between_is_ok``: decoys allowed to stay inconclusive with a value between their
+    thresholds (realtime runs measure over seconds, not minutes)."""
     true = truth(name)
     for symptom, result in results.items():
         relevant = true & causes_of(symptom)
@@ -33,6 +35,8 @@ def check(name: str, results: dict) -> None:
                 continue
             assert node.suggestion != "confirm", f"{where}: decoy {key} confirmed"
             has_data = any(c.measured is not None for c in node.checks)
+            if key in between_is_ok and all(c.outcome == "inconclusive" for c in node.checks):
+                continue
             if has_data and node.suggestion != "eliminate":
                 reasons = [(c.id, c.outcome, c.reason) for c in node.checks]
                 pytest.fail(f"{where}: decoy {key} not eliminated: {reasons}")
