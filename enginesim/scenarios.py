@@ -317,15 +317,15 @@ def _shaped(w: WorkloadSpec) -> bool:
 
 
 def _merge_workloads(a: Scenario, b: Scenario) -> WorkloadSpec | None:
-    """The shaped traffic of the two (a's when both or neither are shaped), plus the other's
-    long-prompt class when it has none, so both causes stay active."""
+    """The shaped traffic of the two (a's when both or neither are shaped), with the larger
+    long-prompt class of the two, so both causes stay active."""
     wa = a.workload if a.name != "healthy" else None
     wb = b.workload if b.name != "healthy" else None
     if wa is None or wb is None:
         return wa or wb or a.workload or b.workload
     if _shaped(wb) and not _shaped(wa):
         wa, wb = wb, wa
-    if wa.long_prompt_fraction == 0 and wb.long_prompt_fraction > 0:
+    if wb.long_prompt_fraction > wa.long_prompt_fraction:
         wa = replace(
             wa,
             long_prompt_fraction=wb.long_prompt_fraction,
