@@ -84,8 +84,6 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     and analysed by the analysis task, cycles stored by the poll task, evaluation as the
     investigation page shows it."""
     from artifacts.collect import collect_for
-    from artifacts.models import Artifact
-    from artifacts.tasks import analyse_artifact
     from investigations import actions, live
     from investigations.models import Deployment
     from probes.models import Target, TargetKind
@@ -94,27 +92,29 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     kinds = {ENGINE: TargetKind.ENGINE, DCGM: TargetKind.DCGM, LOG: TargetKind.LOG_HTTP}
     out = {}
     with simulator(name) as base:
-        post(base, f"/control/advance?seconds={case.open_at_s}")
         deployment = Deployment.objects.create(team=team, name=f"sim-{name}"[:100], **case.budget)
         for path in case.targets:
             Target.objects.create(deployment=deployment, kind=kinds[path], url=base + path)
         for path in case.artifacts:
             Target.objects.create(deployment=deployment, kind=TargetKind.PROFILER, url=base + path)
-        investigations = {
-            symptom: actions.open_investigation(deployment=deployment, symptom=symptom, user=user)
-            for symptom in case.symptoms
-        }
-        first = next(iter(investigations.values()))
-        collect_for(str(first.pk), user.pk)
-        for artifact in Artifact.objects.filter(deployment=deployment):
-            analyse_artifact.apply(args=[str(artifact.pk)])
+        clock = 0.0
         cycle = datetime.now(tz=UTC).replace(microsecond=0)
-        for n in range(2):
-            if n:
-                post(base, f"/control/advance?seconds={POLL_S}")
-                cycle += timedelta(seconds=POLL_S)
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
-        for symptom, investigation in investigations.items():
+        for open_at, symptom in case.opens():
+            if open_at > clock:
+                post(base, f"/control/advance?seconds={open_at - clock}")
+                cycle += timedelta(seconds=open_at - clock)
+                clock = open_at
+            investigation = actions.open_investigation(
+                deployment=deployment, symptom=symptom, user=user
+            )
+            # Collected now, analysed by the (eager) analysis task on commit.
+            collect_for(str(investigation.pk), user.pk)
+            for n in range(2):
+                if n:
+                    post(base, f"/control/advance?seconds={POLL_S}")
+                    cycle += timedelta(seconds=POLL_S)
+                    clock += POLL_S
+                poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
             out[symptom] = live.current_state(investigation, now=cycle).result
     return out
 
