@@ -6,7 +6,8 @@ applied): each over its trailing window, or, for ``over: since-fix``, over every
 since then, so a confirming signal that returns even once keeps the fix from passing
 (load that merely dropped does not verify a fix that was never applied). Verification
 passes only when every criterion holds and the verification window has elapsed; until then it is
-pending, and a criterion with no data keeps it pending rather than passing it.
+pending, and a criterion with no data keeps it pending rather than passing it, until the
+whole window has passed without that evidence: then it fails.
 """
 
 from __future__ import annotations
@@ -82,10 +83,15 @@ def verify(
             )
         )
     gating = [r for r in results if not r.guard]
+    window_over = elapsed >= fix.settle_s + fix.verify_window_s
     if any(r.holds is False for r in gating):
         state = "failing"
     elif elapsed >= fix.verify_window_s and all(r.holds for r in gating):
         state = "passing"
+    elif window_over and any(r.holds is None for r in gating):
+        # A whole window without the evidence a criterion needs (an engine that serves
+        # nothing has no TTFT to measure) is not a verified fix.
+        state = "failing"
     else:
         state = "pending"
     return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results))

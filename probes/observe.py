@@ -147,6 +147,14 @@ def observe_dcgm(body: bytes) -> Observed:
     return Observed(snapshot, tuple(out))
 
 
+ZERO_COUNTED_EVENTS = (
+    "cuda_oom",
+    "engine_died",
+    "restart",
+    "kv_retraction",
+)
+
+
 def observe_log(
     state: logevents.FollowerState, chunk: bytes, now: datetime
 ) -> tuple[logevents.FollowerState, Observed]:
@@ -181,6 +189,13 @@ def observe_log(
                     },
                 }
             )
+    # A log read with no OOM in it is evidence of no OOM: count the incident kinds even at 0,
+    # so "no CUDA OOM since the fix" can hold rather than stay unknown.
+    for kind in ZERO_COUNTED_EVENTS:
+        counts.setdefault(kind, 0)
+    # "No capture after warm-up" is only known once the follower has seen warm-up end.
+    if state.warm:
+        counts.setdefault("cuda_graph_capture_after_warmup", 0)
     out.extend(("log_events", f"kind={kind}", float(n)) for kind, n in sorted(counts.items()))
     snapshot = {"follower": _state_to_json(state), "events": kept}
     return state, Observed(snapshot, tuple(dict.fromkeys(out)))

@@ -59,10 +59,11 @@ def test_the_prefill_expectation_is_the_budget_arithmetic():
 def test_the_fix_parameter_comes_from_the_observed_context_and_the_budget():
     result = evaluate(playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW)
     fix = result.find("kv-cache-pressure").fix
-    # avg context = 0.94 x 114,688 / 40 = 2,695 tokens -> 34 seats under 80 %, capped below 40.
-    assert fix.parameters["max_num_seqs"] == 34
-    assert fix.apply == {"max_num_seqs": 34}
-    assert "--max-num-seqs 34" in fix.command
+    # avg context = 0.94 x 114,688 / 40 = 2,695 tokens; 0.7 of the cache on today's average
+    # leaves room for sequences to grow while they decode: 29 seats (the seed chose 28).
+    assert fix.parameters["max_num_seqs"] == 29
+    assert fix.apply == {"max_num_seqs": 29}
+    assert "--max-num-seqs 29" in fix.command
 
 
 def test_missing_data_is_inconclusive_never_eliminated():

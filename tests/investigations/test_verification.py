@@ -62,9 +62,12 @@ def test_it_fails_when_a_criterion_does_not_hold(change):
 
 
 def test_no_data_is_never_a_pass():
-    result = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 10_000)
-    assert result.state == "pending"
-    assert all(c.holds is None for c in result.criteria)
+    during = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 300)
+    assert during.state == "pending"
+    assert all(c.holds is None for c in during.criteria)
+    # A whole window without the evidence is a fix that was not verified.
+    after = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 10_000)
+    assert after.state == "failing"
 
 
 def _post(base: str, path: str, body: dict | None = None) -> dict:

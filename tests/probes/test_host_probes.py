@@ -72,11 +72,18 @@ def test_a_log_file_target_is_followed_across_cycles(deployment, tmp_path, setti
     poll_host_target.apply(args=[str(target.pk), later.isoformat()])
     poll_host_target.apply(args=[str(target.pk), later.isoformat()])  # a redelivery
     counts = list(
-        Observation.objects.filter(target=target, signal="log_events").values_list(
+        Observation.objects.filter(target=target, signal="log_events", value__gt=0).values_list(
             "taken_at", "value"
         )
     )
     assert sorted(counts) == [(CYCLE, 1.0), (later, 1.0)]
+    # Incident kinds are counted even at zero: a read log without an OOM is evidence of none.
+    assert (
+        Observation.objects.get(
+            target=target, signal="log_events", labels="kind=cuda_oom", taken_at=later
+        ).value
+        == 0.0
+    )
     target.refresh_from_db()
     assert target.log_offset == log.stat().st_size
     assert Poll.objects.filter(target=target).count() == 2
