@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "probes",
     "investigations",
     "artifacts",
+    "postmortems",
 ]
 
 MIDDLEWARE = [

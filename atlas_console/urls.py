@@ -25,6 +25,7 @@ urlpatterns = [
     path("", include("probes.urls")),
     path("", include("investigations.api_urls")),
     path("", include("artifacts.urls")),
+    path("", include("postmortems.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,0 +1,143 @@
+"""Changes to postmortems: each action is one transaction with its side effects.
+
+Nothing here copies the investigation's record: the narrative, action items and export
+requests are the only things people add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date
+
+from django.db import transaction
+from django.utils import timezone
+
+from investigations.models import Investigation
+from postmortems.models import (
+    SECTION_MAX_CHARS,
+    SECTIONS,
+    ActionItem,
+    Export,
+    Postmortem,
+    PostmortemVersion,
+)
+
+
+class VersionConflict(Exception):
+    """Someone saved a newer version since this person started editing."""
+
+
+def ensure_postmortem(investigation: Investigation) -> Postmortem:
+    """The investigation's postmortem row, created on first need (race-safe: one-to-one)."""
+    postmortem, _ = Postmortem.objects.get_or_create(
+        investigation=investigation, defaults={"team_id": investigation.team_id}
+    )
+    return postmortem
+
+
+def current_version(postmortem: Postmortem | None) -> PostmortemVersion | None:
+    if postmortem is None:
+        return None
+    return postmortem.versions.select_related("edited_by").order_by("-number").first()
+
+
+@transaction.atomic
+def save_narrative(
+    *,
+    investigation: Investigation,
+    sections: Mapping[str, str],
+    base_version: int,
+    user,
+    comment: str = "",
+) -> PostmortemVersion:
+    """Save the narrative as a new version on top of ``base_version`` (the one the editor
+    loaded). Locks the postmortem row, so concurrent saves are serialised; a stale base
+    raises ``VersionConflict`` naming who saved what, instead of overwriting it. The
+    unique (postmortem, number) constraint backs the lock up."""
+    postmortem = ensure_postmortem(investigation)
+    locked = Postmortem.objects.select_for_update().get(pk=postmortem.pk)
+    latest = current_version(locked)
+    number = latest.number if latest else 0
+    if base_version != number:
+        who = latest.edited_by.get_username() if latest and latest.edited_by else "someone"
+        at = f" at {latest.created_at:%H:%M:%S} UTC" if latest else ""
+        raise VersionConflict(
+            f"{who} saved version {number}{at} while you were editing version {base_version}. "
+            "Your text was not saved; it is kept in the form below. Compare it with the "
+            "current version and save again."
+        )
+    clean = {
+        key: str(sections.get(key, "") or "").replace("\r\n", "\n").strip()[:SECTION_MAX_CHARS]
+        for key in SECTIONS
+    }
+    if latest is not None and clean == {k: latest.sections.get(k, "") for k in SECTIONS}:
+        raise ValueError(f"Nothing changed since version {number}; no new version saved.")
+    return PostmortemVersion.objects.create(
+        postmortem=locked,
+        number=number + 1,
+        sections=clean,
+        comment=comment.strip()[:500],
+        edited_by=user,
+    )
+
+
+def add_action_item(
+    *,
+    investigation: Investigation,
+    title: str,
+    type: str,
+    user,
+    owner=None,
+    owner_text: str = "",
+    due: date | None = None,
+) -> ActionItem:
+    """Add an action item; ``owner`` must be a member of the investigation's team."""
+    if type not in ActionItem.Type.values:
+        raise ValueError(f"unknown action item type {type!r}")
+    if not title.strip():
+        raise ValueError("an action item needs a title")
+    if owner is not None and not owner.memberships.filter(team_id=investigation.team_id).exists():
+        raise ValueError("the owner must be a member of this team")
+    with transaction.atomic():
+        return ActionItem.objects.create(
+            postmortem=ensure_postmortem(investigation),
+            title=title.strip()[:300],
+            type=type,
+            owner=owner,
+            owner_text="" if owner is not None else owner_text.strip()[:200],
+            due=due,
+            created_by=user,
+        )
+
+
+def close_action_item(*, item: ActionItem, user) -> bool:
+    """Mark an open item done; False if someone already did (conditional UPDATE)."""
+    return bool(
+        ActionItem.objects.filter(pk=item.pk, status=ActionItem.Status.OPEN).update(
+            status=ActionItem.Status.DONE, closed_by=user, closed_at=timezone.now()
+        )
+    )
+
+
+@transaction.atomic
+def request_export(
+    *, investigation: Investigation, format: str, user, base_url: str = ""
+) -> Export:
+    """Create the export row (queued) for the current narrative version and enqueue its
+    rendering once the row is committed. The row, not Celery, is what the page polls."""
+    if format not in Export.Format.values:
+        raise ValueError(f"unknown export format {format!r}")
+    postmortem = ensure_postmortem(investigation)
+    latest = current_version(postmortem)
+    export = Export.objects.create(
+        team_id=investigation.team_id,
+        postmortem=postmortem,
+        format=format,
+        base_url=base_url[:500],
+        version_number=latest.number if latest else 0,
+        created_by=user,
+    )
+    from postmortems.tasks import export_postmortem
+
+    transaction.on_commit(lambda: export_postmortem.delay(str(export.pk)))
+    return export

@@ -1,0 +1,600 @@
+"""The postmortem document, built from the investigation's record: never typed twice.
+
+``build_document`` is a pure function from plain data (``RecordInput``) to the document
+every renderer reads (the HTML page, Markdown, PDF). ``load_document`` is the one thin
+loader that reads the rows, the live state and the stored observations. People write only
+what the record cannot know (narrative sections, action items); everything else here is
+derived: detection from the playbook's alarm and the opening event, impact from the
+timeline's alarm firing/clear events, the tree from the decisions and their frozen
+evidence, the fix from its FixRecord, verification from ``live.current_state``, the gate
+from the fix template's alert.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from typing import Any
+
+from investigations.evaluation import Measure, select
+from investigations.playbook import Playbook
+from investigations.verification import VerificationResult
+from postmortems.models import SECTIONS
+
+Point = tuple[float, float]
+# How much of the alarm's measurement before the investigation opened the chart shows.
+CHART_CONTEXT = timedelta(minutes=15)
+# The signal that counts completed requests per second (used to estimate affected requests).
+REQUEST_RATE = Measure("e2e_count_rate", "engine", "mean", 300)
+
+
+@dataclass(frozen=True)
+class RecordInput:
+    """Everything the document is built from, already read from the database."""
+
+    investigation: Mapping[str, Any]
+    playbook: Playbook
+    alarm_threshold: float | None
+    timeline: Sequence[Mapping[str, Any]]
+    decisions: Sequence[Mapping[str, Any]]
+    fix: Mapping[str, Any] | None
+    verification: VerificationResult | None
+    verified_at: datetime
+    gate: Mapping[str, Any] | None
+    rule_yaml: str
+    action_items: Sequence[Mapping[str, Any]] = ()
+    version: Mapping[str, Any] | None = None
+    alarm_series: Sequence[Sequence[Point]] = ()
+    request_rate: Sequence[Sequence[Point]] = ()  # completed requests/s, one per engine
+    window: tuple[datetime, datetime] | None = None
+
+
+def build_document(data: RecordInput) -> dict:
+    """The postmortem as plain data: dicts, lists, numbers, text and aware datetimes."""
+    inv = data.investigation
+    playbook = data.playbook
+    end = inv["closed_at"] or data.verified_at
+    breaches = alarm_breaches(data.timeline, end=end)
+    tree = hypothesis_tree(playbook, data.decisions)
+    return {
+        "id": str(inv["id"]),
+        "title": inv["title"],
+        "symptom": inv["symptom"],
+        "symptom_title": playbook.title,
+        "playbook": f"{playbook.key} v{playbook.version}",
+        "deployment": inv["deployment"],
+        "status": inv["status"],
+        "is_drill": inv["is_drill"],
+        "opened_at": inv["opened_at"],
+        "opened_by": opened_by(inv, data.timeline),
+        "closed_at": inv["closed_at"],
+        "duration_s": (end - inv["opened_at"]).total_seconds(),
+        "detection": detection(data, breaches),
+        "impact": impact(breaches, data.request_rate),
+        "timeline": [_event(e) for e in data.timeline],
+        "tree": tree,
+        "eliminated": [n for n in tree if n["state"] == "eliminated"],
+        "confirmed": [n for n in tree if n["state"] == "confirmed"],
+        "root_cause": root_cause(inv, playbook, tree, data.fix),
+        "fix": fix_section(playbook, data.fix),
+        "verification": verification_section(data),
+        "gate": gate_section(data),
+        "action_items": [dict(item) for item in data.action_items],
+        "narrative": narrative(data.version),
+        "version": _version_meta(data.version),
+        "chart": chart_data(data, tree),
+    }
+
+
+def opened_by(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> str:
+    """A person's name, or what opened it (an alert, the API): from the opening event."""
+    if inv.get("opened_by"):
+        return inv["opened_by"]
+    for event in timeline:
+        if event["kind"] == "opened":
+            _, sep, who = event["summary"].rpartition(" by ")
+            if sep and who:
+                return who
+    return "automation"
+
+
+def alarm_breaches(timeline: Sequence[Mapping[str, Any]], *, end: datetime) -> list[dict]:
+    """Intervals the alarm fired, from the timeline's alarm events (firing ... clear).
+
+    A firing with no clear after it lasts until ``end`` (the close, or now) and says so.
+    """
+    out: list[dict] = []
+    started: Mapping[str, Any] | None = None
+    for event in timeline:
+        if event["kind"] != "alarm":
+            continue
+        firing = event["summary"].startswith("Alarm firing")
+        if firing and started is None:
+            started = event
+        elif not firing and started is not None:
+            out.append(_breach(started, event["at"], cleared=True))
+            started = None
+    if started is not None:
+        out.append(_breach(started, max(end, started["at"]), cleared=False))
+    return out
+
+
+def _breach(started: Mapping[str, Any], until: datetime, *, cleared: bool) -> dict:
+    data = started.get("data") or {}
+    return {
+        "start": started["at"],
+        "end": until,
+        "cleared": cleared,
+        "seconds": (until - started["at"]).total_seconds(),
+        "measured": data.get("measured"),
+        "threshold": data.get("threshold"),
+    }
+
+
+def detection(data: RecordInput, breaches: Sequence[Mapping[str, Any]]) -> dict:
+    alarm = data.playbook.alarm
+    measure = alarm.measure
+    first = breaches[0] if breaches else None
+    inv = data.investigation
+    return {
+        "title": alarm.title or "Alarm",
+        "measure": (
+            f"{measure.reduce} of {measure.source} {measure.signal} over {measure.window_s} s"
+        ),
+        "signal": measure.signal,
+        "op": alarm.when.op,
+        "threshold": data.alarm_threshold,
+        "threshold_expr": alarm.when.value.source,
+        "first_firing_at": first["start"] if first else None,
+        "first_measured": first["measured"] if first else None,
+        "opened_by": opened_by(inv, data.timeline),
+        "alert_fingerprint": inv.get("alert_fingerprint", ""),
+    }
+
+
+def impact(breaches: Sequence[Mapping[str, Any]], request_rate: Sequence[Sequence[Point]]) -> dict:
+    """SLO breach duration from the alarm events; affected requests when the request rate
+    was observed during the breach, otherwise explicitly unknown."""
+    if not breaches:
+        return {
+            "breaches": [],
+            "breach_s": None,
+            "ongoing": False,
+            "affected_requests": None,
+            "affected_note": "unknown: no alarm events on the timeline",
+        }
+    affected = affected_requests(breaches, request_rate)
+    return {
+        "breaches": list(breaches),
+        "breach_s": sum(b["seconds"] for b in breaches),
+        "ongoing": not breaches[-1]["cleared"],
+        "affected_requests": affected,
+        "affected_note": (
+            "estimated from the completed-request rate while the alarm fired"
+            if affected is not None
+            else "unknown: no request rate was observed while the alarm fired"
+        ),
+    }
+
+
+def affected_requests(
+    breaches: Sequence[Mapping[str, Any]], request_rate: Sequence[Sequence[Point]]
+) -> int | None:
+    """Requests completed while the alarm fired: each engine's rate integrated over each
+    interval (a sample holds until the next one, at most twice the usual spacing)."""
+    total, seen = 0.0, False
+    for series in request_rate:
+        points = sorted(p for p in series if p[1] == p[1])  # NaN is not a rate
+        if len(points) < 2:
+            continue
+        gaps = sorted(b[0] - a[0] for a, b in pairwise(points))
+        hold_max = 2 * gaps[len(gaps) // 2]
+        for breach in breaches:
+            lo, hi = breach["start"].timestamp(), breach["end"].timestamp()
+            for (t, v), nxt in zip(points, [*points[1:], None], strict=True):
+                until = min(nxt[0], t + hold_max) if nxt else t + hold_max
+                overlap = min(until, hi) - max(t, lo)
+                if overlap > 0:
+                    total += max(v, 0.0) * overlap
+                    seen = True
+    return round(total) if seen else None
+
+
+def hypothesis_tree(playbook: Playbook, decisions: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Every node of the playbook in tree order with its depth, final state and the
+    decisions on it (each with the evidence frozen when it was made)."""
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for decision in sorted(decisions, key=lambda d: d["sequence"]):
+        by_node.setdefault(decision["node"], []).append(decision)
+    after = {"confirm": "confirmed", "eliminate": "eliminated", "reopen": "open"}
+    out: list[dict] = []
+
+    def visit(node, depth: int) -> None:
+        history = by_node.get(node.key, [])
+        out.append(
+            {
+                "key": node.key,
+                "title": node.title,
+                "rationale": node.rationale,
+                "depth": depth,
+                "is_cause": node.is_cause,
+                "state": after[history[-1]["action"]] if history else "open",
+                "decisions": [_decision(d) for d in history],
+            }
+        )
+        for child in node.children:
+            visit(child, depth + 1)
+
+    for node in playbook.hypotheses:
+        visit(node, 0)
+    # Decisions on a node a later playbook version dropped are still part of the record.
+    known = {n["key"] for n in out}
+    for key, history in by_node.items():
+        if key not in known:
+            out.append(
+                {
+                    "key": key,
+                    "title": key,
+                    "rationale": "",
+                    "depth": 0,
+                    "is_cause": True,
+                    "state": after[history[-1]["action"]],
+                    "decisions": [_decision(d) for d in history],
+                }
+            )
+    return out
+
+
+def _decision(d: Mapping[str, Any]) -> dict:
+    evidence = d.get("evidence") or {}
+    return {
+        "sequence": d["sequence"],
+        "action": d["action"],
+        "reason": d["reason"],
+        "automatic": d["automatic"],
+        "decided_by": d["decided_by"] or ("automatic rule" if d["automatic"] else "automation"),
+        "decided_at": d["decided_at"],
+        "suggestion": evidence.get("suggestion", ""),
+        "checks": [_check(c) for c in evidence.get("checks", []) if isinstance(c, Mapping)],
+    }
+
+
+def _check(c: Mapping[str, Any]) -> dict:
+    return {
+        "id": str(c.get("id", "")),
+        "title": str(c.get("title", "")),
+        "measured": _number(c.get("measured")),
+        "confirm_threshold": _number(c.get("confirm_threshold")),
+        "eliminate_threshold": _number(c.get("eliminate_threshold")),
+        "outcome": str(c.get("outcome", "")),
+        "reason": str(c.get("reason", "")),
+        "window_s": c.get("window_s") or 0,
+    }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def root_cause(inv, playbook: Playbook, tree: Sequence[Mapping[str, Any]], fix) -> dict | None:
+    key = inv.get("root_cause") or (fix["node"] if fix else "")
+    if not key:
+        confirmed = [n for n in tree if n["state"] == "confirmed" and n["is_cause"]]
+        key = confirmed[-1]["key"] if confirmed else ""
+    if not key:
+        return None
+    node = next((n for n in tree if n["key"] == key), None)
+    if node is None:
+        return {"key": key, "title": key, "rationale": "", "confirmed_by": None}
+    confirming = [d for d in node["decisions"] if d["action"] == "confirm"]
+    return {
+        "key": key,
+        "title": node["title"],
+        "rationale": node["rationale"],
+        "confirmed_by": confirming[-1] if confirming else None,
+    }
+
+
+def fix_section(playbook: Playbook, fix: Mapping[str, Any] | None) -> dict | None:
+    if fix is None:
+        return None
+    try:
+        template = playbook.node(fix["node"]).fix
+    except KeyError:  # the playbook no longer has this cause
+        template = None
+    parameters = dict(fix["parameters"])
+    command = template.command if template else ""
+    command = re.sub(
+        r"\{(\w+)\}",
+        lambda m: _shown(parameters[m[1]]) if m[1] in parameters else m[0],
+        command,
+    )
+    return {
+        "key": fix["key"],
+        "title": template.title if template else fix["key"],
+        "node": fix["node"],
+        "parameters": {k: _shown(v) for k, v in parameters.items()},
+        "command": command,
+        "note": fix["note"],
+        "applied_by": fix["applied_by"] or "automation",
+        "applied_at": fix["applied_at"],
+    }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def verification_section(data: RecordInput) -> dict | None:
+    result = data.verification
+    override = data.investigation.get("close_override", "")
+    if result is None:
+        return {"state": "none", "criteria": [], "override": override, "at": data.verified_at}
+    return {
+        "state": result.state,
+        "elapsed_s": result.elapsed_s,
+        "window_s": result.window_s,
+        "at": data.verified_at,
+        "criteria": [
+            {
+                "title": c.title,
+                "measured": c.measured,
+                "op": c.op,
+                "threshold": c.threshold,
+                "holds": c.holds,
+                "guard": c.guard,
+            }
+            for c in result.criteria
+        ],
+        "side_effects": [c.title for c in result.side_effects],
+        "override": override,
+    }
+
+
+def gate_section(data: RecordInput) -> dict | None:
+    gate = data.gate
+    if not gate or not data.rule_yaml:
+        return None
+    alert, backtest = gate["alert"], gate.get("backtest")
+
+    def when(ts: float | None) -> datetime | None:
+        return datetime.fromtimestamp(ts, tz=UTC) if ts is not None else None
+
+    return {
+        "name": alert.name,
+        "expr": alert.expr,
+        "for": alert.for_,
+        "summary": alert.summary,
+        "rule_yaml": data.rule_yaml,
+        "backtest": None
+        if backtest is None
+        else {
+            "fired_at": when(backtest.fired_at),
+            "alarm_at": when(backtest.alarm_at),
+            "lead_s": backtest.lead_s,
+        },
+    }
+
+
+def narrative(version: Mapping[str, Any] | None) -> list[dict]:
+    sections = (version or {}).get("sections") or {}
+    return [
+        {"key": key, "title": title, "text": str(sections.get(key, "") or "")}
+        for key, title in SECTIONS.items()
+    ]
+
+
+def _version_meta(version: Mapping[str, Any] | None) -> dict | None:
+    if not version:
+        return None
+    return {k: version[k] for k in ("number", "edited_by", "created_at", "comment")}
+
+
+def chart_data(data: RecordInput, tree: Sequence[Mapping[str, Any]]) -> dict:
+    """What the alarm chart draws: the measurement, its threshold, decisions and the fix."""
+    start, end = data.window or (data.investigation["opened_at"], data.verified_at)
+    markers = [
+        {
+            "t": d["decided_at"].timestamp(),
+            "label": f"{d['action']} {node['key']}",
+            "kind": "decision",
+        }
+        for node in tree
+        for d in node["decisions"]
+    ]
+    markers.sort(key=lambda m: m["t"])
+    fix = data.fix
+    measure = data.playbook.alarm.measure
+    return {
+        "title": f"{data.playbook.alarm.title or 'Alarm'}: {measure.signal}",
+        "signal": measure.signal,
+        "series": [list(points) for points in data.alarm_series],
+        "threshold": data.alarm_threshold,
+        "op": data.playbook.alarm.when.op,
+        "start": start.timestamp(),
+        "end": end.timestamp(),
+        "markers": markers,
+        "fix_at": fix["applied_at"].timestamp() if fix else None,
+        "opened_at": data.investigation["opened_at"].timestamp(),
+    }
+
+
+def _event(e: Mapping[str, Any]) -> dict:
+    return {
+        "at": e["at"],
+        "kind": e["kind"],
+        "actor": e["actor"] or "automation",
+        "summary": e["summary"],
+    }
+
+
+# --- the loader ---------------------------------------------------------------------------
+
+
+def load_document(
+    investigation,
+    *,
+    investigation_url: str = "",
+    version_number: int | None = None,
+    now: datetime | None = None,
+) -> dict:
+    """Read the record and build the document. A closed investigation is judged as of its
+    close (verification, gate and chart end there), so a later render says the same thing;
+    an open one as of ``now``. ``version_number`` picks a narrative version (default: the
+    newest)."""
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from investigations import live
+    from investigations.gate import alert_rule, rules_yaml
+    from investigations.observations import load_observations
+    from postmortems.models import ActionItem, Postmortem, PostmortemVersion
+
+    now = now or timezone.now()
+    at = investigation.closed_at or now
+    investigation_url = investigation_url or reverse(
+        "investigations:detail", args=[investigation.pk]
+    )
+    state = live.current_state(investigation, now=at)
+    playbook = state.playbook
+    name = _username
+    timeline = [
+        {"at": e.at, "kind": e.kind, "actor": name(e.actor), "summary": e.summary, "data": e.data}
+        for e in investigation.timeline.select_related("actor").order_by("at", "pk")
+    ]
+    decisions = [
+        {
+            "sequence": d.sequence,
+            "node": d.node,
+            "action": d.action,
+            "reason": d.reason,
+            "evidence": d.evidence,
+            "automatic": d.automatic,
+            "decided_by": name(d.decided_by),
+            "decided_at": d.decided_at,
+        }
+        for d in investigation.decisions.select_related("decided_by").order_by("sequence")
+    ]
+    fix = None
+    rule = ""
+    if state.fix is not None:
+        record = state.fix
+        fix = {
+            "node": record.node,
+            "key": record.key,
+            "parameters": record.parameters,
+            "note": record.note,
+            "applied_by": name(record.applied_by),
+            "applied_at": record.applied_at,
+        }
+        node = playbook.node(record.node)
+        if node.fix is not None and node.fix.alert is not None:
+            rule = rules_yaml(
+                [
+                    alert_rule(
+                        node,
+                        record.parameters,
+                        investigation_url=investigation_url,
+                        investigation_id=str(investigation.pk),
+                    )
+                ]
+            )
+    postmortem = Postmortem.objects.filter(investigation=investigation).first()
+    version = items = None
+    if postmortem is not None:
+        versions = PostmortemVersion.objects.filter(postmortem=postmortem).select_related(
+            "edited_by"
+        )
+        if version_number is not None:
+            versions = versions.filter(number=version_number)
+        found = versions.order_by("-number").first()
+        if found is not None:
+            version = {
+                "number": found.number,
+                "sections": found.sections,
+                "edited_by": name(found.edited_by),
+                "created_at": found.created_at,
+                "comment": found.comment,
+            }
+        items = [
+            {
+                "id": str(i.pk),
+                "title": i.title,
+                "owner": i.owner_name or "unassigned",
+                "due": i.due,
+                "type": i.type,
+                "status": i.status,
+                "created_by": name(i.created_by),
+                "created_at": i.created_at,
+                "closed_by": name(i.closed_by),
+                "closed_at": i.closed_at,
+            }
+            for i in ActionItem.objects.filter(postmortem=postmortem).select_related(
+                "owner", "created_by", "closed_by"
+            )
+        ]
+    start = investigation.opened_at - CHART_CONTEXT
+    window_s = int((at - start).total_seconds()) + 1
+    measure = replace(playbook.alarm.measure, window_s=window_s)
+    rate = replace(REQUEST_RATE, window_s=window_s)
+    observations = load_observations(
+        investigation.deployment_id, {measure.signal: window_s, rate.signal: window_s}, at
+    )
+    rate_series = select(rate, observations, at.timestamp())
+    deployment = investigation.deployment
+    data = RecordInput(
+        investigation={
+            "id": investigation.pk,
+            "title": str(investigation),
+            "symptom": investigation.symptom,
+            "status": investigation.status,
+            "is_drill": investigation.is_drill,
+            "opened_at": investigation.opened_at,
+            "opened_by": name(investigation.opened_by),
+            "closed_at": investigation.closed_at,
+            "root_cause": investigation.root_cause,
+            "close_override": investigation.close_override,
+            "alert_fingerprint": investigation.alert_fingerprint,
+            "deployment": {
+                "name": deployment.name,
+                "engine": deployment.get_engine_display(),
+                "model_name": deployment.model_name,
+            },
+        },
+        playbook=playbook,
+        alarm_threshold=_alarm_threshold(state, investigation),
+        timeline=timeline,
+        decisions=decisions,
+        fix=fix,
+        verification=state.verification,
+        verified_at=at,
+        gate=state.gate,
+        rule_yaml=rule,
+        action_items=items or [],
+        version=version,
+        alarm_series=select(measure, observations, at.timestamp()),
+        request_rate=rate_series,
+        window=(start, at),
+    )
+    return build_document(data)
+
+
+def _alarm_threshold(state, investigation) -> float | None:
+    """The alarm's threshold as evaluated; from the budget alone when evaluation had no data."""
+    if state.result.alarm.threshold is not None:
+        return state.result.alarm.threshold
+    from investigations import budget as b
+    from investigations.evaluation import threshold_of
+
+    scope = b.Budget.of(investigation.deployment)
+    values = {f"budget.{n}": float(getattr(scope, n)) for n in b.Budget.__dataclass_fields__}
+    return threshold_of(state.playbook.alarm.when, values)[0]
+
+
+def _username(user) -> str:
+    return user.get_username() if user is not None else ""
