@@ -31,10 +31,30 @@ def _chrome_trace(path: Path, limits: Limits, deadline: Deadline) -> dict:
     return analyse_trace(load_chrome_trace(path, limits, deadline)).as_dict()
 
 
-def _gc_log(path: Path, limits: Limits, deadline: Deadline) -> dict:
+MAX_CHART_PAUSES = 5000
+Latencies = Callable[[float, float], list[tuple[float, float]]]
+
+
+def _gc_log(
+    path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None = None
+) -> dict:
     from artifacts.gc_log import analyse_gc_log, parse_gc_log
 
-    return analyse_gc_log(parse_gc_log(path, limits, deadline)).as_dict()
+    log = parse_gc_log(path, limits, deadline)
+    points = None
+    if latencies is not None and log.first_time is not None and log.last_time is not None:
+        points = latencies(log.first_time, log.last_time) or None
+    out = analyse_gc_log(log, latencies=points).as_dict()
+    # The newest pauses, compact, for the chart (pages never re-parse the file).
+    out["pauses"] = [
+        {
+            "time": c.time,
+            "generation": c.generation,
+            "pause_ms": None if c.elapsed_s is None else round(c.elapsed_s * 1e3, 3),
+        }
+        for c in log.collections[-MAX_CHART_PAUSES:]
+    ]
+    return out
 
 
 ANALYSERS: dict[str, Callable[[Path, Limits, Deadline], dict]] = {
@@ -57,9 +77,18 @@ def detect_kind(path: Path) -> str:
     return kind
 
 
-def analyse_file(path: Path | str, kind: str | None = None, limits: Limits | None = None) -> dict:
+def analyse_file(
+    path: Path | str,
+    kind: str | None = None,
+    limits: Limits | None = None,
+    *,
+    latencies: Latencies | None = None,
+) -> dict:
     """The analysis of one artifact as a JSON-able dict with ``kind``, ``findings`` and
-    ``signals``; raises ``ArtifactRejected`` for anything it will not analyse."""
+    ``signals``; raises ``ArtifactRejected`` for anything it will not analyse.
+
+    ``latencies(start, end)`` gives (unix time, latency) points the deployment recorded:
+    a gc log's pauses are correlated with the spikes among them."""
     path = Path(path)
     limits = limits or DEFAULT_LIMITS
     if kind is not None and kind not in ANALYSERS:
@@ -75,7 +104,10 @@ def analyse_file(path: Path | str, kind: str | None = None, limits: Limits | Non
     kind = kind or detect_kind(path)
     deadline = Deadline(limits.deadline_s)
     try:
-        analysis = ANALYSERS[kind](path, limits, deadline)
+        if kind == kinds.GC_LOG:
+            analysis = _gc_log(path, limits, deadline, latencies)
+        else:
+            analysis = ANALYSERS[kind](path, limits, deadline)
     except ArtifactRejected:
         raise
     except (MemoryError, RecursionError):

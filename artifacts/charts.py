@@ -86,7 +86,7 @@ def _trace(analysis: dict) -> dict | None:
 
 
 def _gc(analysis: dict) -> dict | None:
-    pauses = [p for p in analysis.get("collections") or [] if p.get("pause_ms") is not None]
+    pauses = [p for p in analysis.get("pauses") or [] if p.get("pause_ms") is not None]
     if not pauses:
         return None
     data = []

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from artifacts.analysis import analyse_file
 from artifacts.bounded import Limits
+from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
 from artifacts.models import Artifact, Status
 
@@ -51,7 +52,12 @@ def analyse_artifact(self, artifact_id: str) -> str:
     artifact = Artifact.objects.get(pk=artifact_id)
     started = time.monotonic()
     try:
-        analysis = analyse_file(artifact.file.path, artifact.kind or None, artifact_limits())
+        analysis = analyse_file(
+            artifact.file.path,
+            artifact.kind or None,
+            artifact_limits(),
+            latencies=latency_source(artifact.deployment_id),
+        )
     except ArtifactRejected as exc:
         return _reject(artifact, exc.reason, started)
     except SoftTimeLimitExceeded:
