@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from artifacts.bounded import DEFAULT_LIMITS, Deadline, Limits, stream
+from artifacts.stats import percentile
 
 MAX_LINE_CHARS = 64 * 1024
 MAX_COLLECTIONS = 2_000_000
@@ -234,14 +235,7 @@ def parse_gc_text(text: str, *, year: int | None = None) -> GcLog:
 # Analysis.
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+_pct = percentile
 
 
 def _ms(x: float | None) -> float | None:

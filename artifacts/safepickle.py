@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import pickle  # used only through _DataOnlyUnpickler, after the opcode pre-scan
 import pickletools
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -58,6 +59,10 @@ ALLOWED_OPCODES = _PUSH | _NOOP | _OTHER
 _PAYLOAD = frozenset(
     {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8"}
 )
+_CODE2OP = {op.code: op for op in pickletools.opcodes}
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
 
 
 @dataclass(frozen=True)
@@ -113,95 +118,372 @@ def _pop(stack: list[int], marks: list[int], n: int, name: str, pos: int) -> lis
     return items
 
 
+def _read_op(data: bytes, f: io.BytesIO, p: int) -> tuple[pickletools.OpcodeInfo, Any, int]:
+    """The opcode at byte ``p``, its argument and the next offset, exactly as genops reads it.
+
+    Raises the ValueError that ``pickletools.genops`` raises for an unknown opcode, a short
+    argument or data that ends before STOP (the readers are pickletools' own).
+    """
+    code = data[p : p + 1]
+    op = _CODE2OP.get(code.decode("latin-1"))
+    if op is None:
+        if not code:
+            raise ValueError("pickle exhausted before seeing STOP")
+        raise ValueError(f"at position {p}, opcode {code!r} unknown")
+    if op.arg is None:
+        return op, None, p + 1
+    f.seek(p + 1)
+    arg = op.arg.reader(f)
+    return op, arg, f.tell()
+
+
+def _step(
+    data: bytes,
+    f: io.BytesIO,
+    p: int,
+    count: int,
+    stack: list[int],
+    marks: list[int],
+    memo: list[int],
+    limits: PickleLimits,
+    deadline: Deadline,
+) -> tuple[int, int, bool]:
+    """Scan the one opcode at byte ``p``: the reference semantics, opcode by opcode.
+
+    Returns (the next offset, the opcode count, whether it was STOP). Every rejection of
+    :func:`prescan` is raised here; the fast loop only hands over whatever it cannot prove
+    harmless, so the reasons are the same whichever path met the opcode.
+    """
+    op, arg, nxt = _read_op(data, f, p)
+    pos = p
+    count += 1
+    if not count & 0xFFFF:
+        deadline.check()
+        if count > limits.max_opcodes:
+            raise _reject(f"pickle has more than {limits.max_opcodes:,} opcodes")
+    name = op.name
+    if count == 1:
+        if name != "PROTO" or not 2 <= arg <= 5:
+            raise _reject("not a pickle of protocol 2-5 (no PROTO opcode at byte 0)")
+        return nxt, count, False
+    max_depth = limits.max_depth
+    if name in _PUSH:
+        if name in _PAYLOAD and len(arg) > limits.max_string_bytes:
+            raise _reject(
+                f"pickle string at byte {pos} is {len(arg):,} bytes "
+                f"(limit {limits.max_string_bytes:,})"
+            )
+        if name in ("LONG1", "LONG4") and arg.bit_length() > 8 * limits.max_long_bytes:
+            raise _reject(
+                f"pickle integer at byte {pos} has {arg.bit_length():,} bits "
+                f"(limit {8 * limits.max_long_bytes})"
+            )
+        stack.append(1 if name in _CONTAINER_PUSH else 0)
+        if len(stack) > limits.max_stack:
+            raise _reject(
+                f"pickle stack exceeds {limits.max_stack:,} items at byte {pos} "
+                "(nested too deeply?)"
+            )
+    elif name in ("BINGET", "LONG_BINGET"):
+        if arg >= len(memo):
+            raise _reject(f"pickle memo index {arg} at byte {pos} was never stored")
+        stack.append(memo[arg])
+        if len(stack) > limits.max_stack:
+            raise _reject(f"pickle stack exceeds {limits.max_stack:,} items at byte {pos}")
+    elif name in ("MEMOIZE", "BINPUT", "LONG_BINPUT"):
+        if not stack or (marks and len(stack) == marks[-1]):
+            raise _reject(f"pickle opcode {name} at byte {pos} has nothing to store")
+        index = len(memo) if name == "MEMOIZE" else arg
+        # The C unpickler sizes its memo array by the index: never let it jump.
+        if index > len(memo):
+            raise _reject(f"pickle memo index {index} at byte {pos} skips ahead")
+        if index == len(memo):
+            memo.append(stack[-1])
+        else:
+            memo[index] = stack[-1]
+    elif name == "MARK":
+        marks.append(len(stack))
+        if len(marks) > limits.max_marks:
+            raise _reject(f"pickle nests more than {limits.max_marks} MARKs at byte {pos}")
+    elif name == "APPEND" or name == "SETITEM":
+        items = _pop(stack, marks, 1 if name == "APPEND" else 2, name, pos)
+        _fill(stack, marks, items, name, pos, max_depth)
+    elif name == "APPENDS" or name == "SETITEMS":
+        items = _pop_to_mark(stack, marks, name, pos)
+        if name == "SETITEMS" and len(items) % 2:
+            raise _reject(f"pickle SETITEMS at byte {pos} has an odd item count")
+        _fill(stack, marks, items, name, pos, max_depth)
+    elif name in ("TUPLE", "LIST", "DICT"):
+        items = _pop_to_mark(stack, marks, name, pos)
+        stack.append(_depth_of(items, pos, max_depth))
+    elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+        items = _pop(stack, marks, int(name[-1]), name, pos)
+        stack.append(_depth_of(items, pos, max_depth))
+    elif name == "STOP":
+        if len(stack) != 1 or marks:
+            raise _reject(f"pickle STOP at byte {pos} leaves a malformed stack")
+        return nxt, count, True
+    elif name in _NOOP:
+        if name == "FRAME" and arg > len(data) - pos:
+            raise _reject(f"pickle frame at byte {pos} runs past the end of the file")
+    else:
+        raise _reject(f"pickle opcode {name} at byte {pos} is not allowed (not plain data)")
+    return nxt, count, False
+
+
 def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
     """Parse every opcode without building objects; return the opcode count.
 
     The simulated stack holds one int per item: the nesting depth of the object it stands
     for (0 for scalars). Tuples are immutable, so their depth is exact, and that is what the
     C unpickler hashes recursively when a tuple is a dict key.
+
+    Two paths share that state. :func:`_step` is the reference: it reads one opcode with
+    pickletools' own argument readers and applies every check, so it raises each rejection
+    with its reason. The fast loop below reads the allowed opcodes straight from the bytes,
+    in chunks of opcodes that cannot cross an opcode-budget/deadline checkpoint, overflow
+    the stack (each opcode pushes at most one item) or read a fixed-size argument past the
+    end (each such opcode spans at most 9 bytes). Whenever a check would fail, or the opcode
+    is anything else (STOP, a refused one, the first one), it stops *before changing any
+    state* and hands that opcode to :func:`_step`; an IndexError (no MARK, an unknown memo
+    index, an empty stack) or a UnicodeDecodeError hands it over the same way.
     """
     stack: list[int] = []
     marks: list[int] = []
     memo: list[int] = []
-    count = 0
-    pos = 0
-    stopped = False
+    n = len(data)
+    f = io.BytesIO(data)
+    max_stack = limits.max_stack
+    max_marks = limits.max_marks
     max_depth = limits.max_depth
+    max_str = limits.max_string_bytes
+    max_long = limits.max_long_bytes
+    max_bits = 8 * max_long
+    i32, u32, u64 = _I32, _U32, _U64
+    count = 0  # opcodes parsed so far
+    pos = 0  # offset of the last opcode parsed (genops' last yield)
+    p = 0  # offset of the next opcode
+    stopped = False
     try:
-        for op, arg, pos in pickletools.genops(data):
-            count += 1
-            if not count & 0xFFFF:
-                deadline.check()
-                if count > limits.max_opcodes:
-                    raise _reject(f"pickle has more than {limits.max_opcodes:,} opcodes")
-            name = op.name
-            if count == 1:
-                if name != "PROTO" or not 2 <= arg <= 5:
-                    raise _reject("not a pickle of protocol 2-5 (no PROTO opcode at byte 0)")
-                continue
-            if name in _PUSH:
-                if name in _PAYLOAD and len(arg) > limits.max_string_bytes:
-                    raise _reject(
-                        f"pickle string at byte {pos} is {len(arg):,} bytes "
-                        f"(limit {limits.max_string_bytes:,})"
-                    )
-                if name in ("LONG1", "LONG4") and arg.bit_length() > 8 * limits.max_long_bytes:
-                    raise _reject(
-                        f"pickle integer at byte {pos} has {arg.bit_length():,} bits "
-                        f"(limit {8 * limits.max_long_bytes})"
-                    )
-                stack.append(1 if name in _CONTAINER_PUSH else 0)
-                if len(stack) > limits.max_stack:
-                    raise _reject(
-                        f"pickle stack exceeds {limits.max_stack:,} items at byte {pos} "
-                        "(nested too deeply?)"
-                    )
-            elif name in ("BINGET", "LONG_BINGET"):
-                if arg >= len(memo):
-                    raise _reject(f"pickle memo index {arg} at byte {pos} was never stored")
-                stack.append(memo[arg])
-                if len(stack) > limits.max_stack:
-                    raise _reject(f"pickle stack exceeds {limits.max_stack:,} items at byte {pos}")
-            elif name in ("MEMOIZE", "BINPUT", "LONG_BINPUT"):
-                if not stack or (marks and len(stack) == marks[-1]):
-                    raise _reject(f"pickle opcode {name} at byte {pos} has nothing to store")
-                index = len(memo) if name == "MEMOIZE" else arg
-                # The C unpickler sizes its memo array by the index: never let it jump.
-                if index > len(memo):
-                    raise _reject(f"pickle memo index {index} at byte {pos} skips ahead")
-                if index == len(memo):
-                    memo.append(stack[-1])
-                else:
-                    memo[index] = stack[-1]
-            elif name == "MARK":
-                marks.append(len(stack))
-                if len(marks) > limits.max_marks:
-                    raise _reject(f"pickle nests more than {limits.max_marks} MARKs at byte {pos}")
-            elif name == "APPEND" or name == "SETITEM":
-                items = _pop(stack, marks, 1 if name == "APPEND" else 2, name, pos)
-                _fill(stack, marks, items, name, pos, max_depth)
-            elif name == "APPENDS" or name == "SETITEMS":
-                items = _pop_to_mark(stack, marks, name, pos)
-                if name == "SETITEMS" and len(items) % 2:
-                    raise _reject(f"pickle SETITEMS at byte {pos} has an odd item count")
-                _fill(stack, marks, items, name, pos, max_depth)
-            elif name in ("TUPLE", "LIST", "DICT"):
-                items = _pop_to_mark(stack, marks, name, pos)
-                stack.append(_depth_of(items, pos, max_depth))
-            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-                items = _pop(stack, marks, int(name[-1]), name, pos)
-                stack.append(_depth_of(items, pos, max_depth))
-            elif name == "STOP":
-                if len(stack) != 1 or marks:
-                    raise _reject(f"pickle STOP at byte {pos} leaves a malformed stack")
-                stopped = True
-            elif name in _NOOP:
-                if name == "FRAME" and arg > len(data) - pos:
-                    raise _reject(f"pickle frame at byte {pos} runs past the end of the file")
-            else:
-                raise _reject(f"pickle opcode {name} at byte {pos} is not allowed (not plain data)")
+        while not stopped:
+            chunk = min(max_stack - len(stack), 0xFFFF - (count & 0xFFFF), (n - p) // 9)
+            if count and chunk > 0:
+                limit = count + chunk
+                resume = False
+                try:
+                    # count: opcodes parsed before this one (a range: cheaper than += 1)
+                    for count in range(limit - chunk, limit):
+                        op = data[p]
+                        if op == 106:  # LONG_BINGET
+                            stack.append(memo[u32(data, p + 1)[0]])
+                            pos = p
+                            p += 5
+                        elif op == 104:  # BINGET
+                            stack.append(memo[data[p + 1]])
+                            pos = p
+                            p += 2
+                        elif op == 148:  # MEMOIZE
+                            if marks and marks[-1] == len(stack):
+                                break
+                            memo.append(stack[-1])
+                            pos = p
+                            p += 1
+                        elif op == 40:  # MARK
+                            if len(marks) >= max_marks:
+                                break
+                            marks.append(len(stack))
+                            pos = p
+                            p += 1
+                        elif op == 117 or op == 101:  # SETITEMS, APPENDS
+                            start = marks[-1]
+                            k = len(stack) - start
+                            if (
+                                (op == 117 and k & 1)
+                                or not start
+                                or (len(marks) > 1 and marks[-2] == start)
+                            ):
+                                break
+                            if k:
+                                d = 1 + max(stack[start:])
+                                if d > max_depth:
+                                    break
+                                del stack[start:]
+                                if d > stack[-1]:
+                                    stack[-1] = d
+                            elif stack[-1] < 1:
+                                stack[-1] = 1
+                            marks.pop()
+                            pos = p
+                            p += 1
+                        elif op == 138:  # LONG1
+                            k = data[p + 1]
+                            e = p + 2 + k
+                            if e > n or (
+                                k > max_long
+                                and int.from_bytes(
+                                    data[p + 2 : e], "little", signed=True
+                                ).bit_length()
+                                > max_bits
+                            ):
+                                break
+                            stack.append(0)
+                            pos = p
+                            p = e
+                            if e + 9 * (limit - count - 1) > n:
+                                resume = True
+                                break
+                        elif op == 75:  # BININT1
+                            stack.append(0)
+                            pos = p
+                            p += 2
+                        elif op == 74:  # BININT
+                            stack.append(0)
+                            pos = p
+                            p += 5
+                        elif op == 77:  # BININT2
+                            stack.append(0)
+                            pos = p
+                            p += 3
+                        elif op == 125 or op == 93:  # EMPTY_DICT, EMPTY_LIST
+                            stack.append(1)
+                            pos = p
+                            p += 1
+                        elif op == 78 or op == 136 or op == 137 or op == 41:
+                            # NONE, NEWTRUE, NEWFALSE, EMPTY_TUPLE
+                            stack.append(0)
+                            pos = p
+                            p += 1
+                        elif op == 71:  # BINFLOAT
+                            stack.append(0)
+                            pos = p
+                            p += 9
+                        elif op == 140 or op == 88 or op == 141:
+                            # SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+                            if op == 140:
+                                b = p + 2
+                                e = b + data[p + 1]
+                            elif op == 88:
+                                b = p + 5
+                                e = b + u32(data, p + 1)[0]
+                            else:
+                                b = p + 9
+                                e = b + u64(data, p + 1)[0]
+                            # genops decodes it (invalid UTF-8 is corrupt); the limit
+                            # counts characters
+                            if e > n or len(str(data[b:e], "utf-8", "surrogatepass")) > max_str:
+                                break
+                            stack.append(0)
+                            pos = p
+                            p = e
+                            if e + 9 * (limit - count - 1) > n:
+                                resume = True
+                                break
+                        elif op == 67 or op == 66 or op == 142:
+                            # SHORT_BINBYTES, BINBYTES, BINBYTES8
+                            if op == 67:
+                                k = data[p + 1]
+                                e = p + 2 + k
+                            elif op == 66:
+                                k = u32(data, p + 1)[0]
+                                e = p + 5 + k
+                            else:
+                                k = u64(data, p + 1)[0]
+                                e = p + 9 + k
+                            if e > n or k > max_str:
+                                break
+                            stack.append(0)
+                            pos = p
+                            p = e
+                            if e + 9 * (limit - count - 1) > n:
+                                resume = True
+                                break
+                        elif op == 139:  # LONG4
+                            k = i32(data, p + 1)[0]
+                            e = p + 5 + k
+                            if (
+                                k < 0
+                                or e > n
+                                or (
+                                    k > max_long
+                                    and int.from_bytes(
+                                        data[p + 5 : e], "little", signed=True
+                                    ).bit_length()
+                                    > max_bits
+                                )
+                            ):
+                                break
+                            stack.append(0)
+                            pos = p
+                            p = e
+                            if e + 9 * (limit - count - 1) > n:
+                                resume = True
+                                break
+                        elif op == 97 or op == 115:  # APPEND, SETITEM
+                            k = 2 if op == 97 else 3
+                            if len(stack) - (marks[-1] if marks else 0) < k:
+                                break
+                            d = 1 + (stack[-1] if k == 2 else max(stack[-1], stack[-2]))
+                            if d > max_depth:
+                                break
+                            del stack[1 - k :]
+                            if d > stack[-1]:
+                                stack[-1] = d
+                            pos = p
+                            p += 1
+                        elif 133 <= op <= 135:  # TUPLE1, TUPLE2, TUPLE3
+                            k = op - 132
+                            if len(stack) - (marks[-1] if marks else 0) < k:
+                                break
+                            d = 1 + max(stack[-k:])
+                            if d > max_depth:
+                                break
+                            del stack[-k:]
+                            stack.append(d)
+                            pos = p
+                            p += 1
+                        elif op == 116 or op == 108 or op == 100:  # TUPLE, LIST, DICT
+                            start = marks[-1]
+                            d = 1 + max(stack[start:], default=0)
+                            if d > max_depth:
+                                break
+                            del stack[start:]
+                            marks.pop()
+                            stack.append(d)
+                            pos = p
+                            p += 1
+                        elif op == 113 or op == 114:  # BINPUT, LONG_BINPUT
+                            k = data[p + 1] if op == 113 else u32(data, p + 1)[0]
+                            if not stack or (marks and marks[-1] == len(stack)) or k > len(memo):
+                                break
+                            if k == len(memo):
+                                memo.append(stack[-1])
+                            else:
+                                memo[k] = stack[-1]
+                            pos = p
+                            p += 2 if op == 113 else 5
+                        elif op == 149:  # FRAME: a length-prefixed region; opcodes go on
+                            if u64(data, p + 1)[0] > n - p:
+                                break
+                            pos = p
+                            p += 9
+                        elif op == 128:  # PROTO after the first opcode: no effect
+                            pos = p
+                            p += 2
+                        else:  # STOP, a refused or unknown opcode: the reference decides
+                            break
+                    else:
+                        count = limit
+                        continue
+                except (IndexError, UnicodeDecodeError):
+                    pass  # raised before any state changed: the reference decides
+                if resume:
+                    count += 1
+                    continue
+            q = p
+            p, count, stopped = _step(data, f, p, count, stack, marks, memo, limits, deadline)
+            pos = q
     except ValueError as exc:
-        # genops: unknown opcode, short argument or data that ends before STOP.
+        # An unknown opcode, a short argument or data that ends before STOP.
         if count == 0:
             raise _reject(f"not a pickle ({exc})") from None
         raise _reject(f"truncated or corrupt pickle after byte {pos}: {exc}") from None

@@ -50,7 +50,7 @@ import bisect
 import math
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,7 @@ from artifacts.chrome_trace import (
     ChromeTrace,
     Span,
 )
+from artifacts.stats import percentile
 
 CONSECUTIVE_KERNEL_DELAY_US = 30.0  # HTA's default threshold for "kernel_wait" gaps
 PREFILL_TOKEN_THRESHOLD = 2048
@@ -83,17 +84,6 @@ _KV_RE = re.compile(r"(\w+)=(\d+)")
 
 # --------------------------------------------------------------------------------------
 # Small numeric helpers.
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default); None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def merge_intervals(order: Iterable[int], ts: array, dur: array) -> tuple[array, array]:

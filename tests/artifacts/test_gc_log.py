@@ -119,10 +119,25 @@ def test_gc_pauses_scenario_names_the_cause_and_explains_spikes() -> None:
     assert result["by_generation"]["2"]["count"] == v["long_pauses"]
 
 
-def test_engine_gc_log_endpoint_output_without_timestamps() -> None:
+def test_engine_gc_log_endpoint_output_is_timed_by_the_engine_lines() -> None:
     d = Deployment("gc-pauses", clock=SimClock("manual"), seed=0)
     d.advance(60)
-    result = analyse_gc_log(parse_gc_text(profiling.gc_log(d.replicas[0].engine))).as_dict()
+    text = profiling.gc_log(d.replicas[0].engine)
+    result = analyse_gc_log(parse_gc_text(text, year=2026)).as_dict()
+    assert [f["key"] for f in result["findings"]] == ["gc-pauses"]
+    assert result["signals"]["artifact_gc_pauses_per_min"] > 0
+    assert result["notes"] == []
+
+
+def test_a_gc_log_without_timestamped_lines_still_finds_long_pauses() -> None:
+    d = Deployment("gc-pauses", clock=SimClock("manual"), seed=0)
+    d.advance(60)
+    bare = "\n".join(
+        line
+        for line in profiling.gc_log(d.replicas[0].engine).splitlines()
+        if line.split(") ", 1)[-1].startswith("gc:")
+    )
+    result = analyse_gc_log(parse_gc_text(bare)).as_dict()
     assert [f["key"] for f in result["findings"]] == ["gc-pauses"]
     assert "artifact_gc_pauses_per_min" not in result["signals"]
     assert result["notes"] == ["no timestamped lines: collections cannot be placed in time"]

@@ -14,11 +14,14 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from artifacts import safepickle
 from artifacts.bounded import Limits
 from artifacts.errors import ArtifactRejected
 from artifacts.memory_snapshot import load_snapshot
+from tests.support.samples import MEMORY_SNAPSHOTS, samples_absent
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -203,3 +206,368 @@ def test_opcode_budget_and_deadline() -> None:
     time.sleep(0.01)
     with pytest.raises(ArtifactRejected, match="time limit"):
         safepickle.loads(data, deadline=deadline)
+
+
+# ------------------------------------------------------------------ differential tests
+#
+# The product pre-scan is a hand-written byte scanner. The genops-based scanner it replaced
+# is kept here, verbatim, as the reference: for every input below both must accept with the
+# same opcode count or reject with the same reason.
+
+
+def _ref_pop_to_mark(stack: list[int], marks: list[int], name: str, pos: int) -> list[int]:
+    if not marks:
+        raise ArtifactRejected(f"pickle opcode {name} at byte {pos} has no MARK")
+    start = marks.pop()
+    items = stack[start:]
+    del stack[start:]
+    return items
+
+
+def _ref_pop(stack: list[int], marks: list[int], n: int, name: str, pos: int) -> list[int]:
+    floor = marks[-1] if marks else 0
+    if len(stack) - floor < n:
+        raise ArtifactRejected(f"pickle opcode {name} at byte {pos} pops an empty stack")
+    items = stack[-n:]
+    del stack[-n:]
+    return items
+
+
+def _ref_depth_of(items: list[int], pos: int, max_depth: int) -> int:
+    depth = 1 + max(items, default=0)
+    if depth > max_depth:
+        raise ArtifactRejected(f"pickle data nests deeper than {max_depth} levels at byte {pos}")
+    return depth
+
+
+def _ref_fill(
+    stack: list[int], marks: list[int], items: list[int], name: str, pos: int, max_depth: int
+) -> None:
+    if not stack or (marks and len(stack) == marks[-1]):
+        raise ArtifactRejected(f"pickle opcode {name} at byte {pos} has no container to fill")
+    depth = max(stack[-1], _ref_depth_of(items, pos, max_depth))
+    stack[-1] = depth
+
+
+def _reference_prescan(data: bytes, limits, deadline) -> int:
+    _PUSH = safepickle._PUSH
+    _PAYLOAD = safepickle._PAYLOAD
+    _CONTAINER_PUSH = safepickle._CONTAINER_PUSH
+    _NOOP = safepickle._NOOP
+    _reject = ArtifactRejected
+    _pop, _pop_to_mark, _fill, _depth_of = _ref_pop, _ref_pop_to_mark, _ref_fill, _ref_depth_of
+    stack: list[int] = []
+    marks: list[int] = []
+    memo: list[int] = []
+    count = 0
+    pos = 0
+    stopped = False
+    max_depth = limits.max_depth
+    try:
+        for op, arg, pos in pickletools.genops(data):
+            count += 1
+            if not count & 0xFFFF:
+                deadline.check()
+                if count > limits.max_opcodes:
+                    raise _reject(f"pickle has more than {limits.max_opcodes:,} opcodes")
+            name = op.name
+            if count == 1:
+                if name != "PROTO" or not 2 <= arg <= 5:
+                    raise _reject("not a pickle of protocol 2-5 (no PROTO opcode at byte 0)")
+                continue
+            if name in _PUSH:
+                if name in _PAYLOAD and len(arg) > limits.max_string_bytes:
+                    raise _reject(
+                        f"pickle string at byte {pos} is {len(arg):,} bytes "
+                        f"(limit {limits.max_string_bytes:,})"
+                    )
+                if name in ("LONG1", "LONG4") and arg.bit_length() > 8 * limits.max_long_bytes:
+                    raise _reject(
+                        f"pickle integer at byte {pos} has {arg.bit_length():,} bits "
+                        f"(limit {8 * limits.max_long_bytes})"
+                    )
+                stack.append(1 if name in _CONTAINER_PUSH else 0)
+                if len(stack) > limits.max_stack:
+                    raise _reject(
+                        f"pickle stack exceeds {limits.max_stack:,} items at byte {pos} "
+                        "(nested too deeply?)"
+                    )
+            elif name in ("BINGET", "LONG_BINGET"):
+                if arg >= len(memo):
+                    raise _reject(f"pickle memo index {arg} at byte {pos} was never stored")
+                stack.append(memo[arg])
+                if len(stack) > limits.max_stack:
+                    raise _reject(f"pickle stack exceeds {limits.max_stack:,} items at byte {pos}")
+            elif name in ("MEMOIZE", "BINPUT", "LONG_BINPUT"):
+                if not stack or (marks and len(stack) == marks[-1]):
+                    raise _reject(f"pickle opcode {name} at byte {pos} has nothing to store")
+                index = len(memo) if name == "MEMOIZE" else arg
+                if index > len(memo):
+                    raise _reject(f"pickle memo index {index} at byte {pos} skips ahead")
+                if index == len(memo):
+                    memo.append(stack[-1])
+                else:
+                    memo[index] = stack[-1]
+            elif name == "MARK":
+                marks.append(len(stack))
+                if len(marks) > limits.max_marks:
+                    raise _reject(f"pickle nests more than {limits.max_marks} MARKs at byte {pos}")
+            elif name == "APPEND" or name == "SETITEM":
+                items = _pop(stack, marks, 1 if name == "APPEND" else 2, name, pos)
+                _fill(stack, marks, items, name, pos, max_depth)
+            elif name == "APPENDS" or name == "SETITEMS":
+                items = _pop_to_mark(stack, marks, name, pos)
+                if name == "SETITEMS" and len(items) % 2:
+                    raise _reject(f"pickle SETITEMS at byte {pos} has an odd item count")
+                _fill(stack, marks, items, name, pos, max_depth)
+            elif name in ("TUPLE", "LIST", "DICT"):
+                items = _pop_to_mark(stack, marks, name, pos)
+                stack.append(_depth_of(items, pos, max_depth))
+            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+                items = _pop(stack, marks, int(name[-1]), name, pos)
+                stack.append(_depth_of(items, pos, max_depth))
+            elif name == "STOP":
+                if len(stack) != 1 or marks:
+                    raise _reject(f"pickle STOP at byte {pos} leaves a malformed stack")
+                stopped = True
+            elif name in _NOOP:
+                if name == "FRAME" and arg > len(data) - pos:
+                    raise _reject(f"pickle frame at byte {pos} runs past the end of the file")
+            else:
+                raise _reject(f"pickle opcode {name} at byte {pos} is not allowed (not plain data)")
+    except ValueError as exc:
+        if count == 0:
+            raise _reject(f"not a pickle ({exc})") from None
+        raise _reject(f"truncated or corrupt pickle after byte {pos}: {exc}") from None
+    if not stopped:
+        raise _reject("truncated pickle: no STOP opcode")
+    if pos + 1 != len(data):
+        raise _reject(f"{len(data) - pos - 1:,} unexpected bytes after the pickle's STOP opcode")
+    return count
+
+
+def _outcome(scan, data: bytes, limits) -> tuple[str, object]:
+    try:
+        return ("accepted", scan(data, limits, safepickle.Deadline(1e9)))
+    except ArtifactRejected as exc:
+        return ("rejected", exc.reason)
+    except Exception as exc:  # any other escape must match too
+        return (type(exc).__name__, str(exc))
+
+
+def assert_same_verdict(data: bytes, limits=safepickle.DEFAULT_PICKLE_LIMITS) -> tuple:
+    new = _outcome(safepickle.prescan, data, limits)
+    ref = _outcome(_reference_prescan, data, limits)
+    assert new == ref, (data[:200], limits)
+    return new
+
+
+# Limits small enough that generated pickles trip each of them now and then.
+_tight_limits = st.builds(
+    safepickle.PickleLimits,
+    max_depth=st.integers(0, 8),
+    max_stack=st.integers(0, 40),
+    max_marks=st.integers(0, 6),
+    max_string_bytes=st.integers(0, 40),
+    max_long_bytes=st.integers(0, 12),
+)
+_limits = st.one_of(st.just(safepickle.DEFAULT_PICKLE_LIMITS), _tight_limits)
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**300), 2**300),
+    st.floats(allow_nan=False),
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(min_codepoint=0x80), max_size=10),
+    st.binary(max_size=40),
+)
+
+
+@st.composite
+def _shared_data(draw):
+    """Nested plain data in which some containers and strings occur more than once (memo)."""
+    pool: list = []
+
+    def grow(children):
+        return st.one_of(
+            st.lists(children, max_size=8),
+            st.tuples(children),
+            st.tuples(children, children),
+            st.tuples(children, children, children),
+            st.lists(children, max_size=6).map(tuple),
+            st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), children, max_size=6),
+        )
+
+    value = None
+    for _ in range(draw(st.integers(1, 4))):
+        leaves = st.one_of(_scalars, st.sampled_from(tuple(pool))) if pool else _scalars
+        value = draw(st.recursive(leaves, grow, max_leaves=40))
+        pool.append(value)
+    return [*draw(st.lists(st.sampled_from(tuple(pool)), min_size=1, max_size=6)), value]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_shared_data(), st.integers(2, 5), _limits)
+def test_differential_generated_pickles(value, protocol: int, limits) -> None:
+    assert_same_verdict(pickle.dumps(value, protocol=protocol), limits)
+
+
+@st.composite
+def _mutated(draw):
+    value = draw(_shared_data())
+    data = bytearray(pickle.dumps(value, protocol=draw(st.integers(2, 5))))
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "cut", "insert", "delete", "splice"]))
+        i = draw(st.integers(0, len(data)))
+        if kind == "flip" and i < len(data):
+            data[i] = draw(st.integers(0, 255))
+        elif kind == "cut":
+            del data[i:]
+        elif kind == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=6))
+        elif kind == "delete":
+            del data[i : i + draw(st.integers(1, 6))]
+        elif kind == "splice":
+            data[i:i] = bytes([draw(st.sampled_from(_ALL_CODES))])
+    return bytes(data)
+
+
+_ALL_CODES = sorted(ord(op.code) for op in pickletools.opcodes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated(), _limits)
+def test_differential_mutated_pickles(data: bytes, limits) -> None:
+    assert_same_verdict(data, limits)
+
+
+def _arg(draw, op: pickletools.OpcodeInfo) -> bytes:
+    """A well-formed argument for ``op`` most of the time, a short or odd one sometimes."""
+    if op.arg is None:
+        return b""
+    n = op.arg.n
+    small = draw(st.integers(0, 12))
+    if n >= 0:
+        if op.name in ("BINGET", "BINPUT", "LONG_BINGET", "LONG_BINPUT"):
+            return small.to_bytes(n, "little")
+        if op.name == "FRAME":
+            return draw(st.integers(0, 64)).to_bytes(8, "little")
+        return draw(st.binary(min_size=n, max_size=n))
+    if n == pickletools.UP_TO_NEWLINE:
+        lines = [b"0\n", b"'a'\n", b"x\n", b"1.5\n", b"00\n", b"os\nsystem\n", b"\xff\n", b"no"]
+        return draw(st.sampled_from(lines))
+    width = {
+        pickletools.TAKEN_FROM_ARGUMENT1: 1,
+        pickletools.TAKEN_FROM_ARGUMENT4: 4,
+        pickletools.TAKEN_FROM_ARGUMENT4U: 4,
+        pickletools.TAKEN_FROM_ARGUMENT8U: 8,
+    }[n]
+    payload = draw(
+        st.one_of(st.text(max_size=6).map(lambda s: s.encode("utf-8")), st.binary(max_size=6))
+    )
+    claimed = len(payload) + draw(st.sampled_from([0, 0, 0, 1, -1]))
+    signed = op.name in ("LONG4", "BINSTRING")
+    claimed = claimed if signed else max(claimed, 0)
+    return claimed.to_bytes(width, "little", signed=signed) + payload
+
+
+_DATA_OPS = [op for op in pickletools.opcodes if op.name in safepickle.ALLOWED_OPCODES]
+
+
+@st.composite
+def _op_soup(draw):
+    """A random opcode stream: mostly allowed opcodes, in any order, with a few others."""
+    out = [b"\x80" + bytes([draw(st.sampled_from([2, 4, 5, 5, 1, 6]))])]
+    if draw(st.integers(0, 20)) == 0:
+        out = []
+    for _ in range(draw(st.integers(0, 60))):
+        op = draw(
+            st.one_of(
+                st.sampled_from(_DATA_OPS),
+                st.sampled_from(_DATA_OPS),
+                st.sampled_from(pickletools.opcodes),
+            )
+        )
+        if op.name == "STOP" and draw(st.booleans()):
+            continue
+        out.append(op.code.encode("latin-1") + _arg(draw, op))
+    if draw(st.integers(0, 5)):
+        out.append(b".")
+    return b"".join(out)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_op_soup(), _limits)
+def test_differential_opcode_soup(data: bytes, limits) -> None:
+    assert_same_verdict(data, limits)
+    # Padding keeps every opcode far from the end, where the fast path runs.
+    assert_same_verdict(data + b"N" * 600, limits)
+
+
+def test_differential_hand_written_hostile_inputs() -> None:
+    n = 200_000
+    cases = [
+        b"",
+        b"\x80",
+        b"\x80\x04",
+        b"\x80\x04.",
+        b"\x80\x04N.",
+        b"\x80\x04N.junk",
+        b"\x80\x04" + b"]" * n + b"a" * (n - 1) + b".",
+        b"\x80\x04}N" + b"\x85" * n + b"Ns.",
+        b"\x80\x04\x8b\xff\xff\xff\x7f\x01.",
+        b"\x80\x04]r\xff\xff\xff\x7f.",
+        b"\x80\x04]h\x05.",
+        b"\x80\x04]\x94h\x00h\x00h\x00h\x00h\x00h\x00h\x00h\x01e.",
+        b"\x80\x04](" + b"h\x00" * 100 + b"\x94e.",
+        b"\x80\x04\x95\x00\x01\x00\x00\x00\x00\x00\x00N.",
+        b"\x80\x04\x8c\x02\xff\xfe\x94.",
+        b"\x80\x04\x8c\x05ab.",
+        b"\x80\x04X\x03\x00\x00\x00abc\x80\x09.",
+        b"\x80\x02cos\nsystem\nq\x00.",
+        b"PK\x03\x04 zip",
+        b'{"segments": []}',
+        pickle.dumps([1, 2], protocol=1),
+        pickle.dumps(os.system, protocol=4),
+        pickle.dumps({"a": [1] * 70_000}, protocol=2),  # BINPUT/APPENDS, crosses 65,536
+    ]
+    for data in cases:
+        for limits in (
+            safepickle.DEFAULT_PICKLE_LIMITS,
+            safepickle.PickleLimits(max_stack=100, max_depth=3, max_marks=2),
+        ):
+            assert_same_verdict(data, limits)
+            for cut in {1, 2, 3, 5, 9, len(data) // 2}:
+                assert_same_verdict(data[:-cut], limits)
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_differential_opcode_budget_and_chunk_edges(protocol: int) -> None:
+    # Long BINGET/LONG_BINGET runs, strings and LONG1s around every 65,536-opcode checkpoint.
+    s = [f"s{i}" for i in range(400)]
+    value = [[s[i % 400], i * 2**40, s[(i * 7) % 400], (i, "é" * (i % 5))] for i in range(14_000)]
+    data = pickle.dumps(value, protocol=protocol)
+    verdict = assert_same_verdict(data)
+    assert verdict[0] == "accepted"
+    count = verdict[1]
+    for max_opcodes in (0, 65_535, 65_536, 131_071, 131_072, count - 1, count):
+        assert_same_verdict(data, safepickle.PickleLimits(max_opcodes=max_opcodes))
+    for max_stack in (1, 2, 399, 400, 401, 1000, 1001):
+        assert_same_verdict(data, safepickle.PickleLimits(max_stack=max_stack))
+    for cut in (*range(1, 12), 17, 1000):
+        assert_same_verdict(data[:-cut])
+
+
+def test_differential_real_snapshots() -> None:
+    if samples_absent(MEMORY_SNAPSHOTS):
+        pytest.skip("shared samples are not present")
+    paths = sorted(p for p in MEMORY_SNAPSHOTS.glob("*") if p.is_file())
+    assert paths
+    tight = safepickle.PickleLimits(max_depth=5, max_stack=800, max_marks=3, max_long_bytes=4)
+    for path in paths:
+        data = path.read_bytes()
+        assert assert_same_verdict(data)[0] == "accepted"
+        assert_same_verdict(data, tight)
+        assert_same_verdict(data[: len(data) // 3])
