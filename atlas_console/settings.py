@@ -286,5 +286,7 @@ LOGGING = {
         # httpx logs every request at INFO: a thousand lines per poll cycle.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # torch (test-only, for memory-snapshot parity) logs cache stats at exit.
+        "torch": {"level": "WARNING"},
     },
 }
