@@ -61,4 +61,7 @@ def test_bootstrap_demo_registers_the_simulator_as_probe_targets():
         "http://127.0.0.1:8100/metrics",
         "http://127.0.0.1:8100/dcgm/metrics",
         "http://127.0.0.1:8100/logs",
+        "http://127.0.0.1:8100/profiler/memory_snapshot?rank=0",
+        "http://127.0.0.1:8100/profiler/trace?mode=last&steps=400",
+        "http://127.0.0.1:8100/profiler/gc_log",
     }

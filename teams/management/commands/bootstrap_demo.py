@@ -61,6 +61,10 @@ def register_simulated_deployment(team: Team, base: str) -> Deployment:
         (TargetKind.ENGINE, f"{base}/metrics"),
         (TargetKind.DCGM, f"{base}/dcgm/metrics"),
         (TargetKind.LOG_HTTP, f"{base}/logs"),
+        # Collected on request from an investigation ("Collect from profiler endpoints").
+        (TargetKind.PROFILER, f"{base}/profiler/memory_snapshot?rank=0"),
+        (TargetKind.PROFILER, f"{base}/profiler/trace?mode=last&steps=400"),
+        (TargetKind.PROFILER, f"{base}/profiler/gc_log"),
     ]
     for kind, url in wanted:
         Target.objects.get_or_create(
