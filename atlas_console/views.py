@@ -9,19 +9,31 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from investigations import overview
 from investigations.access import deployments_of
+from investigations.forms import OpenInvestigationForm
+from investigations.models import Investigation
 from probes.health import worker_status
 from teams.access import teams_of
 
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    mine = Investigation.objects.filter(team__memberships__user=request.user).select_related(
+        "deployment"
+    )
+    deployments = deployments_of(request.user).prefetch_related("targets")
     return render(
         request,
         "home.html",
         {
             "teams": teams_of(request.user),
-            "deployments": deployments_of(request.user).prefetch_related("targets"),
+            "deployments": deployments,
+            "active": overview.rows(mine.filter(status=Investigation.Status.OPEN)[:50]),
+            "recent": overview.rows(
+                mine.filter(status=Investigation.Status.CLOSED).order_by("-closed_at")[:20]
+            ),
+            "open_form": OpenInvestigationForm(),
             "workers": worker_status(),
         },
     )

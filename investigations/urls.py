@@ -4,6 +4,7 @@ from investigations import views
 
 app_name = "investigations"
 urlpatterns = [
+    path("investigations/open/", views.open_from_home, name="open_from_home"),
     path(
         "deployments/<uuid:deployment_id>/investigations/new/",
         views.open_investigation,

@@ -3,6 +3,8 @@ action or one pure evaluation, render."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -62,6 +64,16 @@ def _context(deployment, user=None) -> dict:
         "open_form": OpenInvestigationForm(),
         "investigations": deployment.investigations.order_by("-opened_at")[:20],
     }
+
+
+@require_POST
+def open_from_home(request: HttpRequest) -> HttpResponse:
+    """The home page's one-step open: the deployment comes with the form."""
+    try:
+        deployment_id = uuid.UUID(request.POST.get("deployment", ""))
+    except ValueError:
+        raise Http404 from None
+    return open_investigation(request, deployment_id)
 
 
 @require_POST

@@ -194,7 +194,7 @@ def test_a_whole_incident_in_the_browser(
     page.get_by_label("Username").fill(commander.get_username())
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Investigations", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Active investigations", exact=True)).to_be_visible()
 
     # 2. The deployment page; open an investigation from a symptom.
     page.get_by_role("link", name="atlas-sim").click()
