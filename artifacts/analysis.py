@@ -18,26 +18,29 @@ from artifacts.errors import ArtifactRejected
 SNIFF_BYTES = 64 * 1024
 
 
-def _memory_snapshot(path: Path, limits: Limits, deadline: Deadline) -> dict:
+MAX_CHART_PAUSES = 5000
+# (start, end) unix seconds -> (unix time, latency) points the deployment recorded.
+Latencies = Callable[[float, float], list[tuple[float, float]]]
+
+
+def _memory_snapshot(
+    path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None
+) -> dict:
     from artifacts.memory_snapshot import analyse_snapshot, load_snapshot
 
     return analyse_snapshot(load_snapshot(path, limits)).as_dict()
 
 
-def _chrome_trace(path: Path, limits: Limits, deadline: Deadline) -> dict:
+def _chrome_trace(
+    path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None
+) -> dict:
     from artifacts.chrome_trace import load_chrome_trace
     from artifacts.trace_analysis import analyse_trace
 
     return analyse_trace(load_chrome_trace(path, limits, deadline)).as_dict()
 
 
-MAX_CHART_PAUSES = 5000
-Latencies = Callable[[float, float], list[tuple[float, float]]]
-
-
-def _gc_log(
-    path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None = None
-) -> dict:
+def _gc_log(path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None) -> dict:
     from artifacts.gc_log import analyse_gc_log, parse_gc_log
 
     log = parse_gc_log(path, limits, deadline)
@@ -57,7 +60,7 @@ def _gc_log(
     return out
 
 
-ANALYSERS: dict[str, Callable[[Path, Limits, Deadline], dict]] = {
+ANALYSERS: dict[str, Callable[[Path, Limits, Deadline, Latencies | None], dict]] = {
     kinds.MEMORY_SNAPSHOT: _memory_snapshot,
     kinds.CHROME_TRACE: _chrome_trace,
     kinds.GC_LOG: _gc_log,
@@ -104,10 +107,7 @@ def analyse_file(
     kind = kind or detect_kind(path)
     deadline = Deadline(limits.deadline_s)
     try:
-        if kind == kinds.GC_LOG:
-            analysis = _gc_log(path, limits, deadline, latencies)
-        else:
-            analysis = ANALYSERS[kind](path, limits, deadline)
+        analysis = ANALYSERS[kind](path, limits, deadline, latencies)
     except ArtifactRejected:
         raise
     except (MemoryError, RecursionError):

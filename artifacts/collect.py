@@ -7,18 +7,15 @@ deadline to the artifact fetch timeout; the SSRF guard is the probes' own.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from artifacts import actions
 from artifacts.models import Source
+from artifacts.policy import artifact_fetch_policy
 from investigations.models import Investigation, TimelineEvent
 from probes.collect import fetch_all
 from probes.models import Target, TargetKind
-from probes.policy import fetch_policy
 
 
 def collect_for(investigation_id: str, user_id: int | None = None) -> int:
@@ -30,24 +27,14 @@ def collect_for(investigation_id: str, user_id: int | None = None) -> int:
     )
     if not targets:
         return 0
-    timeout = float(settings.ATLAS_ARTIFACT_FETCH_TIMEOUT)
-    policy = replace(
-        fetch_policy(),
-        max_bytes=settings.ATLAS_ARTIFACT_MAX_BYTES,
-        read_timeout=timeout,
-        total_timeout=timeout,
-    )
+    policy = artifact_fetch_policy()
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     fetched = fetch_all([(str(t.pk), t.url) for t in targets], policy, concurrency=4)
     stored = 0
     for target, outcome in zip(targets, fetched, strict=True):
         if outcome.error is not None:
-            TimelineEvent.objects.create(
-                investigation=investigation,
-                kind="artifact",
-                actor=user,
-                summary=f"Collecting from {target.url} failed: {outcome.error}"[:500],
-                data={"target": str(target.pk)},
+            _note(
+                investigation, user, target, f"Collecting from {target.url} failed: {outcome.error}"
             )
             continue
         body = outcome.result.body
@@ -63,16 +50,20 @@ def collect_for(investigation_id: str, user_id: int | None = None) -> int:
                 captured_at=timezone.now(),
             )
         except actions.UploadRejected as exc:
-            TimelineEvent.objects.create(
-                investigation=investigation,
-                kind="artifact",
-                actor=user,
-                summary=f"{target.url} answered, but: {exc}"[:500],
-                data={"target": str(target.pk)},
-            )
+            _note(investigation, user, target, f"{target.url} answered, but: {exc}")
             continue
         stored += 1
     return stored
+
+
+def _note(investigation: Investigation, user, target: Target, summary: str) -> None:
+    TimelineEvent.objects.create(
+        investigation=investigation,
+        kind="artifact",
+        actor=user,
+        summary=summary[:500],
+        data={"target": str(target.pk)},
+    )
 
 
 def _name_for(target: Target) -> str:

@@ -18,20 +18,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from artifacts.analysis import analyse_file
-from artifacts.bounded import Limits
 from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
 from artifacts.models import Artifact, Status
+from artifacts.policy import artifact_limits
 
 log = logging.getLogger(__name__)
-
-
-def artifact_limits() -> Limits:
-    return Limits(
-        max_file_bytes=settings.ATLAS_ARTIFACT_MAX_BYTES,
-        max_expanded_bytes=settings.ATLAS_ARTIFACT_MAX_EXPANDED_BYTES,
-        deadline_s=float(settings.ATLAS_ARTIFACT_TIME_LIMIT),
-    )
 
 
 @shared_task(

@@ -31,7 +31,16 @@ class LiveState:
 def current_state(investigation: Investigation, now: datetime | None = None) -> LiveState:
     playbook = get_playbook(investigation.symptom)
     now = now or timezone.now()
-    observations = load_observations(investigation.deployment_id, signals_of(playbook), now)
+    fix = investigation.fixes.order_by("-applied_at").first()
+    wanted = signals_of(playbook)
+    if fix is not None:
+        # One read for the tree and the verification: each reduces over its own window.
+        since_fix = verification_signals(
+            playbook.node(fix.node).fix, applied_at=fix.applied_at.timestamp(), now=now.timestamp()
+        )
+        for signal, window in since_fix.items():
+            wanted[signal] = max(window, wanted.get(signal, 0))
+    observations = load_observations(investigation.deployment_id, wanted, now)
     result = evaluate(
         playbook,
         Budget.of(investigation.deployment),
@@ -39,7 +48,7 @@ def current_state(investigation: Investigation, now: datetime | None = None) -> 
         now.timestamp(),
         decisions=actions.node_states(investigation),
     )
-    fix, verification = _verification(investigation, playbook, observations, now)
+    verification = _verification(investigation, playbook, fix, observations, now)
     gate = _gate(investigation, playbook, fix, now) if verification else None
     return LiveState(playbook, result, fix, verification, gate)
 
@@ -66,23 +75,14 @@ def _gate(investigation, playbook, fix, now):
     return {"alert": node.fix.alert, "backtest": result}
 
 
-def _verification(investigation, playbook, observations, now):
-    fix = investigation.fixes.order_by("-applied_at").first()
+def _verification(investigation, playbook, fix, observations, now):
     if fix is None:
-        return None, None
-    template = playbook.node(fix.node).fix
-    applied_at = fix.applied_at.timestamp()
-    wanted = verification_signals(template, applied_at=applied_at, now=now.timestamp())
-    observations = {
-        **observations,
-        **load_observations(investigation.deployment_id, wanted, now),
-    }
-    result = verify(
-        template,
+        return None
+    return verify(
+        playbook.node(fix.node).fix,
         Budget.of(investigation.deployment),
         observations,
         applied_at=fix.applied_at.timestamp(),
         now=now.timestamp(),
         params=fix.parameters,
     )
-    return fix, result

@@ -44,13 +44,6 @@ def _kind(path: str) -> str:
 def via_diagnose(name: str, case: Case) -> dict[str, Evaluation]:
     """``manage.py diagnose``'s engine (Diagnosis) with the case's artifacts fetched from the
     simulator's profiler endpoints through the same guarded client."""
-    from artifacts.errors import ArtifactRejected
-    from artifacts.fetch import fetch_and_analyse
-    from investigations.budget import Budget
-    from investigations.diagnose import Diagnosis
-    from investigations.playbook import playbooks
-    from probes.policy import fetch_policy
-
     out = {}
     with simulator(name) as base:
         clock = 0.0
@@ -58,25 +51,39 @@ def via_diagnose(name: str, case: Case) -> dict[str, Evaluation]:
             if open_at > clock:
                 post(base, f"/control/advance?seconds={open_at - clock}")
                 clock = open_at
-            diagnosis = Diagnosis(
-                playbooks()[symptom],
-                Budget(**case.budget),
-                [(_kind(path), base + path) for path in case.targets],
-                fetch_policy(),
-            )
-            now = START.timestamp() + clock
-            for n, path in enumerate(case.artifacts):
-                # e.g. no gc pauses yet: evidence that is not there is not evidence.
-                with contextlib.suppress(ArtifactRejected):
-                    diagnosis.add_artifact(str(n), fetch_and_analyse(base + path), now)
-            for cycle in range(2):
-                if cycle:
-                    post(base, f"/control/advance?seconds={POLL_S}")
-                    clock += POLL_S
-                    now += POLL_S
-                diagnosis.cycle(now=now)
-            out[symptom] = diagnosis.evaluate(now=now)
+            diagnosis, clock = open_diagnosis(base, case, symptom, clock)
+            out[symptom] = diagnosis.evaluate(now=START.timestamp() + clock)
     return out
+
+
+def open_diagnosis(base: str, case: Case, symptom: str, clock: float, poll_s: float = POLL_S):
+    """Diagnose's engine opened at simulated ``clock``: the case's artifacts fetched, then
+    two poll cycles ``poll_s`` apart. Returns the diagnosis and the clock after them."""
+    from artifacts.errors import ArtifactRejected
+    from artifacts.fetch import fetch_and_analyse
+    from investigations.budget import Budget
+    from investigations.diagnose import Diagnosis
+    from investigations.playbook import playbooks
+    from probes.policy import fetch_policy
+
+    diagnosis = Diagnosis(
+        playbooks()[symptom],
+        Budget(**case.budget),
+        [(_kind(path), base + path) for path in case.targets],
+        fetch_policy(),
+    )
+    now = START.timestamp() + clock
+    for n, path in enumerate(case.artifacts):
+        # e.g. no gc pauses yet: evidence that is not there is not evidence.
+        with contextlib.suppress(ArtifactRejected):
+            diagnosis.add_artifact(str(n), fetch_and_analyse(base + path), now)
+    for cycle in range(2):
+        if cycle:
+            post(base, f"/control/advance?seconds={poll_s}")
+            clock += poll_s
+            now += poll_s
+        diagnosis.cycle(now=now)
+    return diagnosis, clock
 
 
 def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:

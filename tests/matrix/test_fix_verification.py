@@ -4,21 +4,15 @@ Diagnose's engine over real HTTP, manual clock, every single scenario."""
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
-from artifacts.errors import ArtifactRejected
-from artifacts.fetch import fetch_and_analyse
 from enginesim import scenarios
 from enginesim.config import FIX_FIELDS
 from investigations.budget import Budget
-from investigations.diagnose import Diagnosis
 from investigations.playbook import playbooks
 from investigations.verification import verify
-from probes.policy import fetch_policy
 from tests.matrix.cases import CASES
-from tests.matrix.run import START, _kind, post, simulator
+from tests.matrix.run import START, open_diagnosis, post, simulator
 
 pytestmark = pytest.mark.slow
 POLL_S = 30
@@ -31,18 +25,8 @@ def _verify(name: str, apply_fix: bool):
     budget = Budget(**case.budget)
     with simulator(name) as base:
         post(base, f"/control/advance?seconds={case.open_at_s}")
-        diagnosis = Diagnosis(
-            playbook, budget, [(_kind(p), base + p) for p in case.targets], fetch_policy()
-        )
-        now = START.timestamp() + case.open_at_s
-        for n, path in enumerate(case.artifacts):
-            with contextlib.suppress(ArtifactRejected):
-                diagnosis.add_artifact(str(n), fetch_and_analyse(base + path), now)
-        for n in range(2):
-            if n:
-                post(base, f"/control/advance?seconds={POLL_S}")
-                now += POLL_S
-            diagnosis.cycle(now=now)
+        diagnosis, clock = open_diagnosis(base, case, symptom, case.open_at_s, POLL_S)
+        now = START.timestamp() + clock
         result = diagnosis.evaluate(now=now)
         root = result.find(result.ranking[0])
         template = playbook.node(root.key).fix
