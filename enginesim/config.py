@@ -92,12 +92,18 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     block_size: int = 16
     enable_prefix_caching: bool = False
+    # vLLM's --kv-cache-memory-bytes: the KV pool per rank, instead of the deployment's
+    # budget (still shrunk by start-up profiling if it does not fit).
+    kv_cache_memory_bytes: int | None = None
     max_model_len: int = 32768
     enforce_eager: bool = False
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     priority_scheduling: bool = False
     # Defects.
     capture_on_the_fly: bool = False  # uncaptured shapes get a new graph pool instead of eager
+    # Shapes above this run eager even with on-the-fly capture, as vLLM runs every batch above
+    # its largest capture size: the defect covers mixed batches, not whole unchunked prompts.
+    on_the_fly_max_tokens: int = 4096
     on_the_fly_pad_tokens: int = 256
     on_the_fly_pool_bytes_min: int = int(1.5 * GiB)
     on_the_fly_pool_bytes_max: int = int(2.5 * GiB)
@@ -126,6 +132,8 @@ class EngineConfig:
             )
         if not 0.0 <= self.kv_leak_fraction <= 1.0:
             raise ConfigError("kv_leak_fraction must be in [0, 1]")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
+            raise ConfigError("kv_cache_memory_bytes must be positive")
         if self.on_the_fly_pool_bytes_min > self.on_the_fly_pool_bytes_max:
             raise ConfigError("on_the_fly_pool_bytes_min > max")
         if self.cudagraph_capture_sizes is not None and any(

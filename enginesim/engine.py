@@ -454,7 +454,7 @@ class Engine:
         sizes = cfg.capture_sizes
         if sizes and num_tokens <= sizes[-1]:
             return True
-        if not cfg.capture_on_the_fly:
+        if not cfg.capture_on_the_fly or num_tokens > cfg.on_the_fly_max_tokens:
             return False
         pad = cfg.on_the_fly_pad_tokens
         key = -(-num_tokens // pad) * pad
@@ -553,8 +553,6 @@ class Engine:
         for r, chunk, before in plan.prefills:
             chunks.append((chunk, before))
             r.num_computed += chunk
-            m.prompt_tokens += chunk
-            self._stats_prompt += chunk
             if r.num_computed >= r.total_len:
                 sched.prefill_done(r)
                 r.generated += 1
@@ -564,6 +562,10 @@ class Engine:
                     r.first_token_s = end
                     m.ttft.observe(end - r.arrival_s)
                     m.queue_time.observe(r.first_scheduled_s - r.arrival_s)
+                    # Like vLLM V1's IterationStats: a request's whole prompt, once, when its
+                    # first token comes out; re-prefill after a preemption is not counted.
+                    m.prompt_tokens += r.prompt_len
+                    self._stats_prompt += r.prompt_len
                     m.prompt_tokens_cached += r.cached_tokens
                 else:
                     m.itl.observe(end - r.last_token_s)

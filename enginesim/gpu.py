@@ -138,7 +138,7 @@ class GpuGroup:
             total=self.c.device_total_bytes,
             non_torch=self.c.non_torch_bytes,
             weights=self.c.weights_bytes_per_rank,
-            kv_pool=self.c.kv_budget_bytes_per_rank,
+            kv_pool=cfg.kv_cache_memory_bytes or self.c.kv_budget_bytes_per_rank,
             activation_reserved=self.activation_peak_bytes(cfg),
         )
 

@@ -5,9 +5,10 @@ never a set of painted numbers: the symptoms come out of the scheduler, step-tim
 models. Each scenario carries its ground truth (stable cause keys, primary first) and the fix
 that removes the cause, so tests and drills can check diagnosis and verification.
 
-Combinations: "a+b" applies both scenarios' causes (engine settings merge; the first scenario's
-traffic shape wins, keeping the second's long-prompt class if the first has none) and needs both
-fixes.
+Combinations: "a+b" applies both scenarios' causes (engine settings merge; traffic keeps the more
+specific rate profile, request lengths and long-prompt class of the two, see _merge_workloads) and
+needs both fixes. Pairs whose incidents would hide each other at the single defaults have their
+own defaults (PAIR_DEFAULTS).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from enginesim.config import EngineConfig
+from enginesim.config import EngineConfig, GiB
 from enginesim.workload import LengthDist, RateProfile, WorkloadSpec
 
 CAUSE_KEYS = (
@@ -316,24 +317,84 @@ def _shaped(w: WorkloadSpec) -> bool:
     return len({rate for _, rate in w.rate.knots}) > 1 or w.rate.period_s is not None
 
 
+_GENERIC = WorkloadSpec()
+
+
+def _specific(w: WorkloadSpec) -> int:
+    """How much of a scenario's traffic is its cause: a shape over time counts most, then
+    request lengths of its own (graph-pool-growth's short prompts keep mixed batches inside
+    the captured sizes; kv-pressure's long conversations fill the KV cache)."""
+    lengths = (w.prompt, w.output) != (_GENERIC.prompt, _GENERIC.output)
+    return 2 * _shaped(w) + lengths
+
+
 def _merge_workloads(a: Scenario, b: Scenario) -> WorkloadSpec | None:
-    """The shaped traffic of the two (a's when both or neither are shaped), with the larger
-    long-prompt class of the two, so both causes stay active."""
+    """Both causes stay active: the rate profile of the more specific traffic (a's on a
+    tie), request lengths from whichever traffic has its own (the more specific one's when
+    both have), and the larger long-prompt class of the two."""
     wa = a.workload if a.name != "healthy" else None
     wb = b.workload if b.name != "healthy" else None
     if wa is None or wb is None:
         return wa or wb or a.workload or b.workload
-    if _shaped(wb) and not _shaped(wa):
+    if _specific(wb) > _specific(wa):
         wa, wb = wb, wa
+    merged = wa
+    if (wa.prompt, wa.output) == (_GENERIC.prompt, _GENERIC.output):
+        merged = replace(merged, prompt=wb.prompt, output=wb.output)
     if wb.long_prompt_fraction > wa.long_prompt_fraction:
-        wa = replace(
-            wa,
+        merged = replace(
+            merged,
             long_prompt_fraction=wb.long_prompt_fraction,
             long_prompt_lo=wb.long_prompt_lo,
             long_prompt_hi=wb.long_prompt_hi,
             long_prompts_are_priority=wb.long_prompts_are_priority,
         )
-    return wa
+    return merged
+
+
+# Pairs whose incidents would hide each other at the single scenarios' defaults run with
+# their own defaults (explicit params still win). Each entry says why; the README's pair
+# table has the timeline. Keys are the two scenario names.
+PAIR_DEFAULTS: dict[frozenset[str], dict[str, float]] = {
+    # 24 MiB/s exhausts the ~5.7 GiB headroom at ~4 min, in the middle of the Monday ramp's
+    # preemption storm; at 16 MiB/s the first OOM (~6.5 min) follows the storm it would wipe.
+    frozenset({"allocator-leak", "kv-pressure"}): {"leak_mib_per_s": 16},
+    # An 8,192-token budget reserves 6 GiB of activations, leaving ~2.8 GiB: 24 MiB/s OOMs
+    # at ~2 min, before the priority prefills' ITL tails can be measured.
+    frozenset({"allocator-leak", "long-prefill-itl"}): {"leak_mib_per_s": 8},
+    # Unchunked 16k-token steps reserve 10 GiB of activations; start-up profiling leaves the
+    # engine 0.5 GiB, which 24 MiB/s eats in ~20 s (down two thirds of the time). At 2 MiB/s
+    # (still 4x the snapshot's 512 KiB/s floor) the first OOM comes at ~4 min.
+    frozenset({"allocator-leak", "prefill-unchunked"}): {"leak_mib_per_s": 2},
+    # The Monday ramp fills the cache by itself; 5 % leaked finishes hold > 30 % of it by
+    # ~4 min, and then usage is no longer what the running requests hold (the playbook rules
+    # seat pressure out). At 3 % the leak holds 15-30 % through the storm: both visible.
+    frozenset({"kv-block-leak", "kv-pressure"}): {"leak": 0.03},
+    # Each OOM restart returns the leaked blocks: the KV leak must fill the cache within one
+    # allocator-leak cycle, and grow back within the next. 8 MiB/s OOMs at ~14.5 min; 10 %
+    # leaked finishes fill the cache by ~12 min and hold > 30 % of it ~4 min after a restart.
+    frozenset({"allocator-leak", "kv-block-leak"}): {"leak_mib_per_s": 8, "leak": 0.1},
+    # Each capture OOM returns the leaked blocks, so the leak must fill the cache before the
+    # graph pools fill the device. With ~400-token requests 15 % leaked finishes fill the
+    # 30 GiB cache (PAIR_CONFIG) in ~17 min; one long prompt in 500 (not 250) brings the
+    # new batch shapes after the first minutes half as often, so the fifth pool, the one
+    # that no longer fits, tends to come after the leak has filled the cache.
+    frozenset({"graph-pool-growth", "kv-block-leak"}): {"leak": 0.15, "long_fraction": 0.002},
+}
+
+# Engine settings of a pair's deployment where the two scenarios' settings cannot coexist.
+PAIR_CONFIG: dict[frozenset[str], dict[str, Any]] = {
+    # Unchunked 16k-token steps reserve 10 GiB of activations; with the 35 GiB KV budget,
+    # start-up profiling leaves 0.5 GiB, and the first on-the-fly capture (1.5-2.5 GiB) OOMs
+    # within seconds of every start. Pinning the KV cache at 29 GiB (--kv-cache-memory-bytes)
+    # leaves the ~4.7 GiB graph-pool-growth has alone: two or three captures, then the OOM.
+    frozenset({"graph-pool-growth", "prefill-unchunked"}): {"kv_cache_memory_bytes": 29 * GiB},
+    # With the 35 GiB KV budget the ~4.7 GiB left holds two on-the-fly pools: the engine
+    # OOMs every 2-7 min and every restart hands the leaked blocks back. Pinning the cache
+    # at 30 GiB leaves ~9.7 GiB, four pools: the OOM comes after the leak has filled the
+    # (smaller) cache, typically when the stalled queue drains in new batch shapes.
+    frozenset({"graph-pool-growth", "kv-block-leak"}): {"kv_cache_memory_bytes": 30 * GiB},
+}
 
 
 def names() -> list[str]:
@@ -351,12 +412,13 @@ def get(name: str, params: dict[str, float] | None = None) -> Scenario:
     parts = name.split("+")
     if len(parts) > 2:
         raise KeyError("at most two scenarios can be combined")
+    pair = PAIR_DEFAULTS.get(frozenset(parts), {}) if len(parts) == 2 else {}
     built = []
     for part in parts:
         if part not in _REGISTRY:
             raise KeyError(f"unknown scenario {part!r}; try --list")
         defaults, fn = _REGISTRY[part]
-        p = dict(defaults)
+        p = {k: pair.get(k, v) for k, v in defaults.items()}
         for k in list(params):
             if k in defaults:
                 p[k] = float(params[k])
@@ -373,7 +435,7 @@ def get(name: str, params: dict[str, float] | None = None) -> Scenario:
         name=f"{a.name}+{b.name}",
         summary=f"{a.summary} + {b.summary}",
         causes=tuple(dict.fromkeys(a.causes + b.causes)),
-        config=_merge_configs(a, b),
+        config={**_merge_configs(a, b), **PAIR_CONFIG.get(frozenset(parts), {})},
         workload=_merge_workloads(a, b),
         router_extra_s=max(a.router_extra_s, b.router_extra_s),
         straggler={**a.straggler, **b.straggler},

@@ -153,7 +153,11 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     capacity = b.kv_capacity_tokens(budget)
     prompt_rate = _engine_value(observations, "prompt_tokens_rate", now)
     request_rate = _engine_value(observations, "e2e_count_rate", now)
-    avg_prompt = prompt_rate / request_rate if prompt_rate and request_rate else None
+    # vLLM V1 counts a request's prompt tokens when its first token comes out, as TTFT is
+    # observed: per first token, not per finished request, or a backlog's burst of first
+    # tokens (or a storm's burst of finishes) skews the average for minutes.
+    first_token_rate = _engine_value(observations, "ttft_count_rate", now) or request_rate
+    avg_prompt = prompt_rate / first_token_rate if prompt_rate and first_token_rate else None
     usage = reduce(Measure("kv_cache_usage", "engine", "last", 300), observations, now)
     running = reduce(Measure("requests_running", "engine", "last", 300), observations, now)
     avg_context = usage * capacity / running if usage is not None and running else None

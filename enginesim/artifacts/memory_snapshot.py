@@ -39,6 +39,7 @@ _MIN_LARGE_ALLOC = 10 * MiB
 _ROUND_LARGE = 2 * MiB
 _DEFAULT_POOL = (0, 0)
 _WARMUP_POOL = (0, 1)  # vLLM's global graph pool: the first graph_pool_handle()
+STARTUP_SPAN_S = 30.0  # longest start-up (load weights, profile, allocate KV) before serving
 
 # Llama-70B-shaped TP4 shard, in bytes per rank; scaled to the rank's weights_bytes.
 _LAYER_TENSORS = (
@@ -254,7 +255,10 @@ def _plan(
     if startup_s is None:
         later = [c.time_s for c in captures] + [t for t, _ in rank.leaked_bytes] + [end_s]
         startup_s = warm[0].time_s if warm else min(60.0, max(1.0, 0.5 * min(later)))
-    span = startup_s if startup_s > 1.0 else 30.0
+    # Start-up (weights, profile run, KV cache) takes at most STARTUP_SPAN_S before it is
+    # finished: a process restarted at t = 434 s began loading at ~404 s, not at 0 (its
+    # allocator history starts with the process; a leak after a restart is most of it).
+    span = min(startup_s, STARTUP_SPAN_S) if startup_s > 1.0 else STARTUP_SPAN_S
     t0 = startup_s - span
     ops: list[tuple[float, int, Callable[[], None]]] = []
 

@@ -108,7 +108,7 @@ def render_v1(engine, engine_label: str) -> str:
         "vllm:prompt_tokens_by_source",
         H["vllm:prompt_tokens_by_source"],
         [
-            ((*base, ("source", "local_compute")), m.prompt_tokens),
+            ((*base, ("source", "local_compute")), m.prompt_tokens - m.prompt_tokens_cached),
             ((*base, ("source", "local_cache_hit")), m.prompt_tokens_cached),
             ((*base, ("source", "external_kv_transfer")), 0),
         ],

@@ -48,6 +48,38 @@ HEALTHY = Case(("high-ttft", "itl-spikes", "gpu-oom"), 300, (SNAPSHOT, TRACE, GC
 PAIRS = [f"{a}+{b}" for a, b in combinations(sorted(CASES), 2)]
 
 
+# When a pair's symptoms are noticed, where that differs from the single scenarios' times:
+# gpu-oom is opened once the engine has OOMed, restarted and served for a while (the alarm
+# is an OOM in the log), after the other symptom's investigation has run.
+PAIR_OPENS: dict[str, dict[str, float]] = {
+    # Both are OOM causes: the engine OOMs every ~2.5 min; opened while it serves again.
+    "allocator-leak+graph-pool-growth": {"gpu-oom": 840},
+    "graph-pool-growth+prefill-unchunked": {"gpu-oom": 660},  # OOMs every 2-5 min; up since ~8 min
+    # KV full of leaked blocks at ~13 min; OOM ~14.5 min; leak regrown by ~19 min.
+    "allocator-leak+kv-block-leak": {"high-ttft": 780, "gpu-oom": 1140},
+    "allocator-leak+kv-pressure": {"gpu-oom": 450},  # OOM ~6.5 min, back up ~7.2 min
+    "allocator-leak+long-prefill-itl": {"gpu-oom": 480},  # OOM ~6.8 min, back up ~7.5 min
+    "allocator-leak+prefill-unchunked": {"gpu-oom": 360},  # OOM ~4.3 min, back up ~5 min
+    # The ramp's storm, with the leak holding 15-30 % of the cache (seat pressure and leak).
+    "kv-block-leak+kv-pressure": {"high-ttft": 300},
+    # 5 % of finishes with 4k-15k-token prompts leak the cache full in ~6 min, not 18; by
+    # ~9 min nothing runs any more (no rates, so no expected usage to compare with).
+    "kv-block-leak+long-prefill-itl": {"high-ttft": 420},
+    "kv-block-leak+prefill-unchunked": {"high-ttft": 420},
+    # The leak fills the cache and the queue builds at ~17 min; the backlog drains in new
+    # batch shapes and the fifth graph pool OOMs at ~19 min; the restarted engine's leak
+    # holds > 40 % of the cache again by ~27.5 min (next OOM ~36 min).
+    "graph-pool-growth+kv-block-leak": {"high-ttft": 1080, "gpu-oom": 1740},
+}
+
+# Constants a pair's deployment registers where they differ from its parts' (the simulator's
+# PAIR_CONFIG): graph-pool-growth+prefill-unchunked pins its KV cache at 29 GiB per rank.
+PAIR_BUDGETS: dict[str, dict] = {
+    "graph-pool-growth+prefill-unchunked": {"kv_budget_gib_per_rank": 29.0},
+    "graph-pool-growth+kv-block-leak": {"kv_budget_gib_per_rank": 30.0},
+}
+
+
 def case_of(name: str) -> Case:
     parts = name.split("+")
     cases = [CASES[p] for p in parts]
@@ -56,11 +88,13 @@ def case_of(name: str) -> Case:
         symptoms,
         max(c.open_at_s for c in cases),
         tuple(dict.fromkeys(a for c in cases for a in c.artifacts)),
-        budget={k: v for c in reversed(cases) for k, v in c.budget.items()},
+        budget={k: v for c in reversed(cases) for k, v in c.budget.items()}
+        | PAIR_BUDGETS.get(name, {}),
         open_at_by_symptom={
             symptom: max(c.open_at_s for c in cases if symptom in c.symptoms)
             for symptom in symptoms
-        },
+        }
+        | PAIR_OPENS.get(name, {}),
     )
 
 
@@ -72,37 +106,7 @@ def causes_of(symptom: str) -> set[str]:
     return {node.key for node in playbooks()[symptom].walk() if node.is_cause}
 
 
-_RESTARTS = (
-    "the allocator leak OOMs and restarts the engine every ~3.5 simulated minutes; each restart "
-    "wipes the other incident's engine state (and the snapshot's leak history), so the pair "
-    "never shows both signatures at once"
-)
-_SLOW_LEAK = (
-    "kv-block-leak needs ~18 simulated minutes of leaked blocks before KV fills; in this pair "
-    "the other incident either resets it (OOM restarts) or fills KV with live long sequences, "
-    "so usage is no longer unexplained (kv-pressure's long-sequence traffic is also not kept "
-    "by the combination)"
-)
 # Pairs the simulator cannot yet realise with both causes visible: strict xfails, so the day
-# one starts passing the marker has to go (open work on issue #5 / the simulator).
-KNOWN_PAIR_GAPS = {
-    "allocator-leak+graph-pool-growth": _RESTARTS,
-    "allocator-leak+kv-block-leak": _RESTARTS,
-    "allocator-leak+kv-pressure": _RESTARTS,
-    "allocator-leak+long-prefill-itl": _RESTARTS,
-    "allocator-leak+prefill-unchunked": _RESTARTS,
-    "graph-pool-growth+kv-block-leak": _SLOW_LEAK,
-    "graph-pool-growth+prefill-unchunked": (
-        "unchunked 8-15k-token steps are shapes no warm-up captured: each is captured on the "
-        "fly into a new pool, the engine OOMs within seconds of every restart and serves no "
-        "steps to measure"
-    ),
-    "kv-block-leak+kv-pressure": _SLOW_LEAK,
-    "kv-block-leak+long-prefill-itl": _SLOW_LEAK,
-    "kv-block-leak+prefill-unchunked": _SLOW_LEAK,
-}
-# Observed: through the Celery tasks allocator-leak+prefill-unchunked ranks correctly (the
-# evidence is read at slightly different simulated instants than in diagnose's loop).
-KNOWN_CELERY_PAIR_GAPS = {
-    k: v for k, v in KNOWN_PAIR_GAPS.items() if k != "allocator-leak+prefill-unchunked"
-}
+# one starts passing the marker has to go (open work on issue #5 / the simulator). None today.
+KNOWN_PAIR_GAPS: dict[str, str] = {}
+KNOWN_CELERY_PAIR_GAPS = dict(KNOWN_PAIR_GAPS)
