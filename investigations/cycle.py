@@ -52,7 +52,7 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
     if not claimed:
         return 0
     investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
-    state = live.current_state(investigation, now=cycle)
+    state = live.current_state(investigation, now=cycle, gate=False)
     events = []
     firing = state.result.alarm.firing
     if firing is not None and firing != investigation.alarm_firing:
@@ -92,15 +92,46 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
                     data={"node": node.key, "suggestion": node.suggestion},
                 )
             )
+    verification = _verification_event(investigation, state)
+    if verification is not None:
+        events.append(verification)
     TimelineEvent.objects.bulk_create(events)
     for node in automatic:
         written += _auto_decide(investigation, node, streaks[node.key])
     suggestions["_streaks"] = streaks
+    if state.verification is not None:
+        # The home page lists every open investigation; it reads this instead of
+        # evaluating each one (the fix it is about, so a newer fix starts as pending).
+        suggestions["_verification"] = {
+            "fix": str(state.fix.pk),
+            "state": state.verification.state,
+        }
     Investigation.objects.filter(pk=investigation.pk).update(
         last_suggestions=suggestions,
         alarm_firing=firing if firing is not None else investigation.alarm_firing,
     )
     return written + len(events)
+
+
+def _verification_event(investigation: Investigation, state) -> TimelineEvent | None:
+    """A verification state change of the latest fix, as a timeline event: the moment it
+    first passes is the team's "verified fix" time (review statistics read it)."""
+    if state.verification is None:
+        return None
+    before = investigation.last_suggestions.get("_verification") or {}
+    now_state = state.verification.state
+    if before.get("fix") == str(state.fix.pk) and before.get("state") == now_state:
+        return None
+    if before.get("fix") != str(state.fix.pk) and now_state == "pending":
+        return None  # a fresh fix starts pending; recording the fix already said so
+    failing = [c.title for c in state.verification.criteria if c.holds is False]
+    detail = f" ({'; '.join(failing)} not holding)" if failing and now_state == "failing" else ""
+    return TimelineEvent(
+        investigation=investigation,
+        kind="verification",
+        summary=f"Verification of {state.fix.key} {now_state}{detail}"[:500],
+        data={"fix": str(state.fix.pk), "state": now_state},
+    )
 
 
 def _auto_decide(investigation: Investigation, node: NodeResult, cycles: int) -> int:

@@ -66,6 +66,9 @@ class Backtest:
     fired_at: float | None  # first time the confirming checks held for the whole ``for``
     alarm_at: float | None  # first time the alarm condition held
     lead_s: float | None  # how long before the alarm the promoted signal fired
+    # How long the confirming checks had held when the replay ended (0 if they were not
+    # holding): a fix within the rule's ``for:`` ends the replay before it could fire.
+    held_s: float = 0.0
 
 
 def backtest(
@@ -84,8 +87,9 @@ def backtest(
     confirming = [c for c in node.checks if c.confirm is not None]
     fired_at = alarm_at = None
     holding_since = None
-    t = start
+    last = t = start
     while t <= end and (fired_at is None or alarm_at is None):
+        last = t
         confirmed = bool(confirming)
         for check in confirming:
             measured = reduce(check.measure, observations, t)
@@ -114,4 +118,5 @@ def backtest(
                 alarm_at = t
         t += step
     lead = alarm_at - fired_at if fired_at is not None and alarm_at is not None else None
-    return Backtest(fired_at, alarm_at, lead)
+    held = last - holding_since if holding_since is not None else 0.0
+    return Backtest(fired_at, alarm_at, lead, held)

@@ -1,8 +1,9 @@
 """The home page's list of investigations, from what is stored: no evaluation per row.
 
-Each poll cycle stores the last suggestions and whether the alarm is firing (cycle.py), and
-decisions and fixes are rows; that is enough to say, for dozens of investigations in a
-handful of queries, what leads and where the fix stands.
+Each poll cycle stores the last suggestions, whether the alarm is firing and the evaluated
+verification of the latest fix (cycle.py), and decisions and fixes are rows; that is enough
+to say, for dozens of investigations in a handful of queries, what leads and where the fix
+stands.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class Row:
     alarm_firing: bool | None
     fix_key: str | None
     fix_applied_at: datetime | None
+    # The latest fix's verification as the last poll cycle evaluated it: passing, failing
+    # or pending (also until a cycle has evaluated this fix at all).
+    verification: str | None = None
 
 
 def rows(investigations: Iterable[Investigation]) -> list[Row]:
@@ -37,12 +41,12 @@ def rows(investigations: Iterable[Investigation]) -> list[Row]:
     ):
         states.setdefault(inv_id, {})[node] = STATE_AFTER[action]
     fixes: dict = {}
-    for inv_id, key, applied_at in (
+    for inv_id, fix_id, key, applied_at in (
         FixRecord.objects.filter(investigation_id__in=ids)
         .order_by("investigation_id", "applied_at")
-        .values_list("investigation_id", "key", "applied_at")
+        .values_list("investigation_id", "pk", "key", "applied_at")
     ):
-        fixes[inv_id] = (key, applied_at)  # the latest wins
+        fixes[inv_id] = (str(fix_id), key, applied_at)  # the latest wins
     out = []
     for inv in investigations:
         decided = states.get(inv.pk, {})
@@ -60,6 +64,19 @@ def rows(investigations: Iterable[Investigation]) -> list[Row]:
             lead, why = sorted(suggested)[0], "suggested"
         else:
             lead, why = None, ""
-        key, applied_at = fixes.get(inv.pk, (None, None))
-        out.append(Row(inv, lead, why, inv.alarm_firing, key, applied_at))
+        fix_id, key, applied_at = fixes.get(inv.pk, (None, None, None))
+        out.append(
+            Row(inv, lead, why, inv.alarm_firing, key, applied_at, _verification(inv, fix_id))
+        )
     return out
+
+
+def _verification(inv: Investigation, fix_id: str | None) -> str | None:
+    if fix_id is None:
+        return None
+    stored = (inv.last_suggestions or {}).get("_verification")
+    if isinstance(stored, dict) and stored.get("fix") == fix_id:
+        state = stored.get("state")
+        if state in ("passing", "failing", "pending"):
+            return state
+    return "pending"

@@ -12,6 +12,11 @@ urlpatterns = [
     ),
     path("investigations/<uuid:investigation_id>/", views.investigation_detail, name="detail"),
     path("investigations/<uuid:investigation_id>/tree/", views.investigation_tree, name="tree"),
+    path(
+        "investigations/<uuid:investigation_id>/evidence/",
+        views.investigation_evidence,
+        name="evidence",
+    ),
     path("investigations/<uuid:investigation_id>/decide/", views.decide, name="decide"),
     path("investigations/<uuid:investigation_id>/fix/", views.record_fix, name="record_fix"),
     path("investigations/<uuid:investigation_id>/close/", views.close, name="close"),

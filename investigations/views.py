@@ -6,12 +6,14 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
+from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from investigations import actions, live
+from investigations import actions, live, panels
 from investigations.access import get_deployment, get_investigation
 from investigations.budget import (
     Budget,
@@ -101,9 +103,10 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
         user=request.user,
         role__in=[Role.COMMANDER, Role.RESPONDER],
     ).exists()
-    context["has_profiler_targets"] = investigation.deployment.targets.filter(
-        kind=TargetKind.PROFILER, enabled=True
-    ).exists()
+    # From the probe strip's targets, already read: no query of its own.
+    context["has_profiler_targets"] = any(
+        t.kind == TargetKind.PROFILER and t.enabled for t in context["targets"]
+    )
     return render(request, "investigations/detail.html", context)
 
 
@@ -111,7 +114,36 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
 def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
     """The evaluated tree alone, for htmx to refresh every poll cycle."""
     investigation = get_investigation(request.user, investigation_id)
-    return render(request, "investigations/_tree.html", _page_context(investigation))
+    context = _page_context(investigation)
+    context["oob_timeline"] = True  # the timeline sits lower on the page; swapped by id
+    return render(request, "investigations/_tree.html", context)
+
+
+@require_GET
+def investigation_evidence(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The evidence cards, refreshed less often than the tree and only when the record
+    changed: the page sends the version it shows (``v``), and an unchanged record answers
+    204, which htmx leaves alone (no redraw, no flicker). Cards are cached per version, so
+    several people watching one incident cost one build per poll cycle."""
+    investigation = get_investigation(request.user, investigation_id)
+    version = panels.record_version(investigation)
+    if request.GET.get("v") == version:
+        return HttpResponse(status=204)
+    key = f"atlas:evidence:{investigation.pk}:{version}"
+    cards = cache.get(key)
+    if cards is None:
+        now = timezone.now()
+        signals = panels.chart_signals(investigation, get_playbook(investigation.symptom), now)
+        state = live.current_state(investigation, now=now, extra_signals=signals, gate=False)
+        cards = panels.evidence_cards(
+            investigation, state.playbook, state.result, state.observations, now
+        )
+        cache.set(key, cards, timeout=600)
+    return render(
+        request,
+        "investigations/_evidence.html",
+        {"investigation": investigation, "cards": cards, "version": version},
+    )
 
 
 @require_POST
@@ -208,8 +240,16 @@ def gate_rules(request: HttpRequest, investigation_id) -> HttpResponse:
 
 
 def _page_context(investigation) -> dict:
-    state = live.current_state(investigation)
+    now = timezone.now()
+    # The tree refreshes every 5 s for everyone watching: the observation read is shared
+    # between requests until something new is stored (live.current_state, ``reuse``).
+    state = live.current_state(
+        investigation, now=now, extra_signals=panels.BUDGET_SIGNALS, reuse=True
+    )
     result = state.result
+    budget = Budget.of(investigation.deployment)
+    ranking = [result.find(key) for key in result.ranking]
+    top = ranking[0] if ranking else None
     return {
         "investigation": investigation,
         "playbook": state.playbook,
@@ -217,6 +257,16 @@ def _page_context(investigation) -> dict:
         "fix_record": state.fix,
         "verification": state.verification,
         "gate": state.gate,
-        "top": result.find(result.ranking[0]) if result.ranking else None,
+        "ranking": ranking,
+        "top": top,
+        # A confirmed cause keeps its fix whatever the evidence suggests since: decisions
+        # stand until someone reopens them.
+        "show_fix": top is not None
+        and top.fix is not None
+        and (top.state == "confirmed" or top.suggestion == "confirm"),
+        "budget_rows": panels.budget_rows(
+            budget, state.observations, now.timestamp(), result.expected
+        ),
+        "targets": list(investigation.deployment.targets.order_by("kind", "replica")),
         "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }

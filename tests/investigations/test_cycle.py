@@ -97,3 +97,44 @@ def test_auto_apply_rules_decide_for_the_team_but_never_over_a_person(team, comm
     assert list(manual.decisions.values_list("node", "action", "automatic")) == [
         ("tp-straggler", "confirm", False)
     ]
+
+
+@pytest.mark.django_db
+def test_verification_changes_reach_the_timeline_once_per_change(team, commander):
+    """A fresh fix starts pending (recording it said so); each later change of its state is
+    one event, and a newer fix starts over."""
+    from types import SimpleNamespace
+
+    from investigations.cycle import _verification_event
+    from investigations.models import FixRecord
+    from investigations.verification import CriterionResult, VerificationResult
+
+    deployment = Deployment.objects.create(team=team, name="verify")
+    investigation = actions.open_investigation(
+        deployment=deployment, symptom="itl-spikes", user=commander
+    )
+    fix = FixRecord.objects.create(investigation=investigation, node="n", key="chunk")
+    ttft = CriterionResult("p95 TTFT", 900.0, 600.0, "<", False, False)
+
+    def state(name, criteria=(), of=fix):
+        return SimpleNamespace(fix=of, verification=VerificationResult(name, 60, 300, criteria))
+
+    def step(s):
+        event = _verification_event(investigation, s)
+        investigation.last_suggestions["_verification"] = {
+            "fix": str(s.fix.pk),
+            "state": s.verification.state,
+        }
+        return event
+
+    assert step(state("pending")) is None
+    assert step(state("pending")) is None
+    failing = step(state("failing", (ttft,)))
+    assert failing.data == {"fix": str(fix.pk), "state": "failing"}
+    assert "p95 TTFT not holding" in failing.summary
+    assert step(state("failing", (ttft,))) is None
+    assert step(state("passing")).data["state"] == "passing"
+    newer = FixRecord.objects.create(investigation=investigation, node="n", key="seats")
+    assert step(state("pending", of=newer)) is None
+    assert step(state("passing", of=newer)).summary == "Verification of seats passing"
+    assert _verification_event(investigation, SimpleNamespace(fix=None, verification=None)) is None

@@ -68,3 +68,71 @@ def test_one_step_open_from_the_home_page(client_for, responder, viewer, outside
     assert client_for(outsider).post(url, form).status_code == 404
     assert client_for(responder).post(url, {"deployment": "nope"}).status_code == 404
     assert Investigation.objects.count() == 1
+
+
+def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
+    client_for, commander, team, django_assert_max_num_queries
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from investigations.cycle import evaluate_after_poll
+    from investigations.models import FixRecord
+    from probes.models import Observation, Target, TargetKind
+
+    now = timezone.now().replace(microsecond=0)
+    calm = {"ttft_p95": 0.35, "kv_cache_usage": 0.7, "preemptions_rate": 0.0, "requests_waiting": 3}
+    fixed = {}
+    for name, values in (("calm", calm), ("still-full", {**calm, "kv_cache_usage": 0.95})):
+        deployment = Deployment.objects.create(team=team, name=name)
+        engine = Target.objects.create(
+            deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
+        )
+        Observation.objects.bulk_create(
+            Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
+            for n in range(120)
+            for s, v in values.items()
+        )
+        investigation = actions.open_investigation(
+            deployment=deployment, symptom="high-ttft", user=commander, title=f"TTFT on {name}"
+        )
+        actions.decide(
+            investigation=investigation, node="kv-cache-pressure", action="confirm",
+            reason="KV full", user=commander, evidence={},
+        )  # fmt: skip
+        actions.record_fix(
+            investigation=investigation, node="kv-cache-pressure", parameters={}, user=commander
+        )
+        FixRecord.objects.filter(investigation=investigation).update(
+            applied_at=now - timedelta(minutes=25)
+        )
+        evaluate_after_poll(deployment.pk, now)
+        fixed[name] = investigation
+    # A newer fix nobody's poll cycle has evaluated yet is pending, not the old fix's state.
+    renewed = actions.open_investigation(
+        deployment=Deployment.objects.get(name="calm"), symptom="high-ttft", user=commander,
+        title="TTFT again",
+    )  # fmt: skip
+    Investigation.objects.filter(pk=renewed.pk).update(
+        last_suggestions=Investigation.objects.get(pk=fixed["calm"].pk).last_suggestions
+    )
+    actions.decide(
+        investigation=renewed, node="kv-cache-pressure", action="confirm", reason="again",
+        user=commander, evidence={},
+    )  # fmt: skip
+    actions.record_fix(
+        investigation=renewed, node="kv-cache-pressure", parameters={}, user=commander
+    )
+    client = client_for(commander)
+    with django_assert_max_num_queries(13):  # still no evaluation per row
+        page = client.get(reverse("home")).content.decode()
+    rows = page.split('data-testid="active-investigations"')[1].split("</table>")[0].split("<tr>")
+
+    def row(title):
+        (found,) = [r for r in rows if title in r]
+        return found.split('data-testid="verification">')[1].split("</span>")[0]
+
+    assert row("TTFT on calm") == "verification passing"
+    assert row("TTFT on still-full") == "verification failing"
+    assert row("TTFT again") == "verification pending"
