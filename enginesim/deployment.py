@@ -83,6 +83,7 @@ class Deployment:
         self.fmt = fmt
         self.seed = seed
         self.epoch_unix = epoch_unix
+        self.log_file = log_file
         self.clock = clock or SimClock()
         self.fixes: list[dict[str, Any]] = []
         n_sim = min(replicas, simulated or replicas)
@@ -144,6 +145,24 @@ class Deployment:
         results = [e.apply_fix(changes) for e in targets]
         self.fixes.append({"at_s": self.now(), "changes": changes, "replica": replica})
         return {"sim_time_s": self.now(), "results": results}
+
+    def switch_scenario(self, scenario: str, seed: int | None = None) -> dict[str, Any]:
+        """Rebuild in place as a fresh deployment of ``scenario`` (a redeploy, for drills):
+        same replicas, format, constants and clock mode; the clock restarts at 0 and the
+        epoch moves on by the time served, so wall timestamps keep increasing."""
+        fresh = Deployment(
+            scenario,
+            replicas=len(self.replicas),
+            simulated=len(self.engines),
+            seed=self.seed if seed is None else seed,
+            fmt=self.fmt,
+            clock=SimClock(self.clock.mode, self.clock.speed),
+            constants=self.constants,
+            log_file=self.log_file,
+            epoch_unix=self.epoch_unix + self.now(),
+        )
+        self.__dict__.update(fresh.__dict__)
+        return self.truth()
 
     def truth(self) -> dict[str, Any]:
         sc = self.scenario

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from enginesim import scenarios
 from enginesim.config import ConfigError
 from enginesim.deployment import Deployment
 from enginesim.exposition import dcgm, router, sglang, vllm
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
+MAX_SCENARIO_BODY = 1024
 IDLE_TIMEOUT_S = 120.0  # keep-alive connections idle longer than this are closed
 BODY_TIMEOUT_S = 30.0
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
@@ -314,6 +316,7 @@ class SimServer:
                 "/router/metrics",
                 "/control/fix",
                 "/control/truth",
+                "/control/scenario",
                 "/control/advance?seconds=S",
                 "/replicas/{i}/...",
             ],
@@ -455,4 +458,27 @@ class SimServer:
             if not isinstance(changes, dict) or not changes:
                 return _json({"error": "body must be a non-empty JSON object"}, 400)
             return _json(d.apply_fix(changes, replica))
+        if path == "/control/scenario":
+            return self._switch_scenario(body)
         return _json({"error": "not found"}, 404)
+
+    def _switch_scenario(self, body: bytes) -> Response:
+        """POST /control/scenario {"scenario": "a" | "a+b", "seed": N}: redeploy in place."""
+        if len(body) > MAX_SCENARIO_BODY:
+            return _json({"error": f"body larger than {MAX_SCENARIO_BODY} bytes"}, 400)
+        try:
+            req = json.loads(body or b"")
+        except ValueError:
+            return _json({"error": "body must be JSON"}, 400)
+        if not isinstance(req, dict) or not isinstance(req.get("scenario"), str):
+            return _json({"error": 'body must be {"scenario": "<name or a+b>"}'}, 400)
+        seed = req.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            return _json({"error": "seed must be an integer"}, 400)
+        try:
+            truth = self.d.switch_scenario(req["scenario"], seed)
+        except (KeyError, ValueError) as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            return _json({"error": str(message), "scenarios": scenarios.names()}, 400)
+        self._cache.clear()  # pages rendered from the old engines
+        return _json(truth)

@@ -8,12 +8,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from drills.models import DrillRange
 from investigations.models import Deployment
 from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
 
 DEMO_TEAM = "Atlas on-call"
 DEMO_USER = "commander"
+DRILL_DEPLOYMENT = "drill-range"
 
 
 class Command(BaseCommand):
@@ -27,6 +29,11 @@ class Command(BaseCommand):
             help="Base URL of a running enginesim; registers it as the demo deployment's targets.",
         )
         parser.add_argument(
+            "--drill-sim-url",
+            default=None,
+            help="Base URL of a second enginesim; registers it as the team's drill range.",
+        )
+        parser.add_argument(
             "--password",
             default=None,
             help="Use this password instead of a fresh random one (printed either way).",
@@ -34,7 +41,13 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(
-        self, *args, username: str, password: str | None, sim_url: str | None, **options
+        self,
+        *args,
+        username: str,
+        password: str | None,
+        sim_url: str | None,
+        drill_sim_url: str | None = None,
+        **options,
     ) -> None:
         password = password or secrets.token_urlsafe(12)
         user, created = get_user_model().objects.get_or_create(username=username)
@@ -47,15 +60,20 @@ class Command(BaseCommand):
         if sim_url:
             deployment = register_simulated_deployment(team, sim_url.rstrip("/"))
             self.stdout.write(f"Deployment {deployment.name!r} probes {sim_url}.")
+        if drill_sim_url:
+            drill_range = register_drill_range(team, drill_sim_url.rstrip("/"))
+            self.stdout.write(
+                f"Drill range {drill_range.deployment.name!r} runs on {drill_sim_url}."
+            )
         verb = "Created" if created else "Reset"
         self.stdout.write(f"{verb} demo user {username!r} with password {password!r}")
         self.stdout.write(f"Team {team.name!r} ({team.id}); {username} is its commander.")
 
 
-def register_simulated_deployment(team: Team, base: str) -> Deployment:
+def register_simulated_deployment(team: Team, base: str, name: str = "atlas-sim") -> Deployment:
     """The simulator's endpoints as probe targets, with the Atlas budget constants."""
     deployment, _ = Deployment.objects.get_or_create(
-        team=team, name="atlas-sim", defaults={"model_name": "atlas-70b"}
+        team=team, name=name, defaults={"model_name": "atlas-70b"}
     )
     wanted = [
         (TargetKind.ENGINE, f"{base}/metrics"),
@@ -71,3 +89,12 @@ def register_simulated_deployment(team: Team, base: str) -> Deployment:
             deployment=deployment, kind=kind, url=url, defaults={"replica": "0"}
         )
     return deployment
+
+
+def register_drill_range(team: Team, base: str) -> DrillRange:
+    """A practice deployment on its own simulator, which drills redeploy at will."""
+    deployment = register_simulated_deployment(team, base, name=DRILL_DEPLOYMENT)
+    drill_range, _ = DrillRange.objects.update_or_create(
+        deployment=deployment, defaults={"team": team, "simulator_url": base}
+    )
+    return drill_range
