@@ -68,10 +68,14 @@ INSTALLED_APPS = [
     "investigations",
     "artifacts",
     "postmortems",
+    "review",
+    "drills",
+    "audit",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "atlas_console.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -153,6 +157,23 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Content-Security-Policy (atlas_console/security.py). Scripts only from this origin, no
+# inline scripts and no eval; htmx's indicator <style> is switched off in base.html, so
+# styles need no 'unsafe-inline' either. plotly.js appends two <style> elements of its
+# own (one empty, filled through the CSSOM; one fixed block of map CSS): the middleware
+# adds the hashes of exactly those two, read from the served plotly.min.js, to style-src.
+ATLAS_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

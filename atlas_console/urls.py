@@ -26,6 +26,9 @@ urlpatterns = [
     path("", include("investigations.api_urls")),
     path("", include("artifacts.urls")),
     path("", include("postmortems.urls")),
+    path("", include("review.urls")),
+    path("", include("drills.urls")),
+    path("", include("audit.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+import audit
 from investigations.models import Decision, Deployment, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
 from probes.models import Target, TargetKind
@@ -38,6 +39,15 @@ def open_investigation(
         kind="opened",
         actor=user,
         summary=f"Opened from symptom {symptom} by {who}",
+    )
+    audit.record(
+        "investigation.open",
+        actor=user,
+        actor_name=who,
+        investigation=investigation,
+        obj=investigation,
+        summary=f"Opened {investigation.title} ({symptom})",
+        data={"symptom": symptom, "fingerprint": fingerprint},
     )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:
@@ -117,6 +127,15 @@ def decide(
         summary=f"{action} {node}: {reason.strip()[:300]}",
         data={"decision": str(decision.pk), "node": node, "action": action},
     )
+    audit.record(
+        "decision",
+        actor=user,
+        actor_name="automatic rule" if automatic else "API token",
+        investigation=locked,
+        obj=decision,
+        summary=f"{action} {node}: {reason.strip()[:300]}",
+        data={"node": node, "action": action, "automatic": automatic},
+    )
     return decision
 
 
@@ -149,6 +168,14 @@ def record_fix(
         summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
         data={"fix": str(fix.pk), "parameters": parameters},
     )
+    audit.record(
+        "fix",
+        actor=user,
+        investigation=locked,
+        obj=fix,
+        summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
+        data={"node": node, "key": hypothesis.fix.key, "parameters": parameters},
+    )
     return fix
 
 
@@ -175,4 +202,12 @@ def close_investigation(
         else (f"Closed with override: {locked.close_override[:300]}")
     )
     TimelineEvent.objects.create(investigation=locked, kind="closed", actor=user, summary=summary)
+    audit.record(
+        "investigation.close_override" if locked.close_override else "investigation.close",
+        actor=user,
+        investigation=locked,
+        obj=locked,
+        summary=summary,
+        data={"verification": verification_state, "root_cause": locked.root_cause},
+    )
     return locked

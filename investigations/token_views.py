@@ -5,11 +5,10 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from investigations.models import ApiToken
-from investigations.tokens import create_token
+from investigations.tokens import create_token, revoke_token
 from teams.access import authorize
 from teams.models import Role
 
@@ -36,10 +35,7 @@ def tokens(request: HttpRequest, team_id) -> HttpResponse:
 @require_POST
 def revoke(request: HttpRequest, team_id, token_id) -> HttpResponse:
     membership = authorize(request.user, team_id, Role.COMMANDER)
-    updated = ApiToken.objects.filter(
-        team=membership.team, pk=token_id, revoked_at__isnull=True
-    ).update(revoked_at=timezone.now())
-    if not updated:
+    if revoke_token(team=membership.team, token_id=token_id, user=request.user) is None:
         raise Http404
     messages.success(request, "Token revoked.")
     return redirect("api:tokens", team_id=membership.team_id)

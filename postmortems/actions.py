@@ -12,6 +12,7 @@ from datetime import date
 from django.db import transaction
 from django.utils import timezone
 
+import audit
 from investigations.models import Investigation
 from postmortems.models import (
     SECTION_MAX_CHARS,
@@ -72,13 +73,22 @@ def save_narrative(
     }
     if latest is not None and clean == {k: latest.sections.get(k, "") for k in SECTIONS}:
         raise ValueError(f"Nothing changed since version {number}; no new version saved.")
-    return PostmortemVersion.objects.create(
+    version = PostmortemVersion.objects.create(
         postmortem=locked,
         number=number + 1,
         sections=clean,
         comment=comment.strip()[:500],
         edited_by=user,
     )
+    audit.record(
+        "postmortem.narrative",
+        actor=user,
+        investigation=investigation,
+        obj=version,
+        summary=f"Saved postmortem narrative version {version.number}",
+        data={"version": version.number, "comment": version.comment},
+    )
+    return version
 
 
 def add_action_item(
@@ -136,6 +146,14 @@ def request_export(
         base_url=base_url[:500],
         version_number=latest.number if latest else 0,
         created_by=user,
+    )
+    audit.record(
+        "postmortem.export",
+        actor=user,
+        investigation=investigation,
+        obj=export,
+        summary=f"Requested a {format} export of version {export.version_number}",
+        data={"format": format, "version": export.version_number},
     )
     from postmortems.tasks import export_postmortem
 

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from investigations.access import get_deployment
+from probes import actions
 from probes.forms import TargetForm
 from probes.models import Target
 from teams.models import Role
@@ -18,7 +19,7 @@ def add_target(request: HttpRequest, deployment_id) -> HttpResponse:
     deployment = get_deployment(request.user, deployment_id, Role.COMMANDER)
     form = TargetForm(request.POST, instance=Target(deployment=deployment))
     if form.is_valid():
-        target = form.save()
+        target = actions.add_target(form=form, user=request.user)
         messages.success(request, f"Probing {target}.")
         return redirect("investigations:deployment", deployment_id=deployment.pk)
     return render(
@@ -41,8 +42,7 @@ def toggle_target(request: HttpRequest, deployment_id, target_id) -> HttpRespons
         target = deployment.targets.get(pk=target_id)
     except (Target.DoesNotExist, ValueError):
         raise Http404 from None
-    target.enabled = not target.enabled
-    target.save(update_fields=["enabled"])
+    actions.set_enabled(target=target, enabled=not target.enabled, user=request.user)
     state = "enabled" if target.enabled else "disabled"
     messages.success(request, f"{target} {state}.")
     return redirect("investigations:deployment", deployment_id=deployment.pk)

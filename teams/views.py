@@ -51,6 +51,7 @@ def add_member(request: HttpRequest, team_id) -> HttpResponse:
                 team=membership.team,
                 username=form.cleaned_data["username"],
                 role=Role(form.cleaned_data["role"]),
+                by=request.user,
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -72,7 +73,9 @@ def change_role(request: HttpRequest, team_id, member_id) -> HttpResponse:
         messages.error(request, "Pick a valid role.")
         return redirect("teams:detail", team_id=membership.team_id)
     try:
-        actions.change_role(membership=target, role=Role(form.cleaned_data["role"]))
+        actions.change_role(
+            membership=target, role=Role(form.cleaned_data["role"]), by=request.user
+        )
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:

@@ -1,0 +1,93 @@
+"""The Content-Security-Policy header (Django 5.2 has none built in).
+
+The policy comes from ``settings.ATLAS_CSP`` (directive -> sources) and is rendered once
+per process. Every response gets it unless a view set its own. Pages carry no inline
+script and no ``on*=`` handler (static/js holds all script), so ``script-src 'self'``
+holds; htmx's injected indicator ``<style>`` is disabled through its meta config in
+``templates/base.html``, and the only inline styles admitted are plotly.js's own two,
+by hash (``plotly_style_hashes``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse
+
+HEADER = "Content-Security-Policy"
+_DIRECTIVE = re.compile(r"^[a-z][a-z-]*$")
+_FORBIDDEN_SCRIPT_SOURCES = {"'unsafe-inline'", "'unsafe-eval'", "*", "data:", "http:", "https:"}
+
+
+def render_policy(policy: Mapping[str, Sequence[str]]) -> str:
+    """``{"script-src": ["'self'"]}`` -> ``"script-src 'self'"``; refuses a malformed
+    directive and any policy that would let inline or foreign scripts run."""
+    parts = []
+    for directive, sources in policy.items():
+        if not _DIRECTIVE.match(directive):
+            raise ImproperlyConfigured(f"ATLAS_CSP: bad directive name {directive!r}")
+        for source in sources:
+            if not source or any(c in source for c in ";,\r\n"):
+                raise ImproperlyConfigured(f"ATLAS_CSP: bad source {source!r} in {directive}")
+        parts.append(" ".join([directive, *sources]))
+    scripts = set(policy.get("script-src", policy.get("default-src", ())))
+    if not scripts or scripts & _FORBIDDEN_SCRIPT_SOURCES:
+        raise ImproperlyConfigured(
+            "ATLAS_CSP: script-src must be set and must not allow inline, eval or any host"
+        )
+    return "; ".join(parts)
+
+
+# plotly.js: ``createElement("style"); x.id="..."; x.textContent='<fixed CSS>'``.
+_PLOTLY_STYLE = re.compile(
+    r"""createElement\("style"\);\w+\.id="\w+",\w+\.textContent='([^'\\]*)'"""
+)
+
+
+def style_hash(text: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+    return f"'sha256-{digest}'"
+
+
+@cache
+def plotly_style_hashes() -> tuple[str, ...]:
+    """Hashes of the two <style> elements plotly.js inserts: the empty one it fills through
+    the CSSOM (``insertRule`` is not governed by CSP) and its fixed map CSS. Read from the
+    very file the site serves, so a plotly upgrade cannot silently break the charts."""
+    from atlas_console.staticfinders import PLOTLY_DIR, PLOTLY_FILE
+
+    try:
+        source = (PLOTLY_DIR / PLOTLY_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    return (style_hash(""), *(style_hash(m.group(1)) for m in _PLOTLY_STYLE.finditer(source)))
+
+
+def with_plotly_styles(policy: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    merged = {directive: list(sources) for directive, sources in policy.items()}
+    if "style-src" in merged:
+        merged["style-src"] += [h for h in plotly_style_hashes() if h not in merged["style-src"]]
+    return merged
+
+
+@cache
+def _header_value(items: tuple) -> str:
+    return render_policy(with_plotly_styles(dict(items)))
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if HEADER not in response:
+            policy = getattr(settings, "ATLAS_CSP", {})
+            response[HEADER] = _header_value(tuple((k, tuple(v)) for k, v in policy.items()))
+        return response

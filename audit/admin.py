@@ -1,0 +1,59 @@
+"""The audit log in the admin: read-only for staff; only superusers may delete (purge).
+
+Deleting goes through ``purging()``, the one path the model's append-only guard lets
+through, and the admin refuses it to anyone who is not a superuser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db import connection, transaction
+
+from audit.models import PURGING, AuditEntry
+
+
+@contextlib.contextmanager
+def purging(user) -> Iterator[None]:
+    """Let ``user`` (a superuser) delete audit entries inside this block, in one
+    transaction; on PostgreSQL also lifts the trigger for that transaction only."""
+    if not getattr(user, "is_superuser", False):
+        raise PermissionDenied("only superusers delete audit entries")
+    token = PURGING.set(True)
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL atlas.audit_purge = 'on'")
+            yield
+    finally:
+        PURGING.reset(token)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["at", "actor_name", "team", "action", "summary"]
+    list_filter = ["action"]
+    search_fields = ["actor_name", "summary", "object_id"]
+    date_hierarchy = "at"
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def delete_model(self, request, obj) -> None:
+        with purging(request.user):
+            obj.delete()
+
+    def delete_queryset(self, request, queryset) -> None:
+        with purging(request.user):
+            queryset.delete()
