@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from django.core.files.uploadhandler import StopUpload
 from django.http import HttpRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
@@ -60,6 +61,8 @@ def upload(request: HttpRequest, token, investigation_id) -> JsonResponse:
             uploaded = request.FILES.get("file")
         except StopUpload:
             uploaded = None
+        except MultiPartParserError as exc:  # e.g. a 5,000-character file name: JSON 400
+            return _error(400, f"malformed multipart body: {exc}")
         if getattr(request, "artifact_too_large", False):
             return _error(413, "the file is larger than the artifact size limit")
         if uploaded is None:

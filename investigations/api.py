@@ -70,6 +70,8 @@ def _json_body(request: HttpRequest) -> dict:
         data = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"body is not JSON: {exc}") from None
+    except RecursionError:  # "[" * 100_000 fits in MAX_BODY; json raises this, not ValueError
+        raise BadRequest("body is not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise BadRequest("body must be a JSON object")
     return data

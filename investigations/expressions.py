@@ -60,7 +60,12 @@ class Expression:
     ) -> float:
         """Evaluate with dotted names from ``scope``; raises ``Missing`` when one is None
         or absent, so callers can say "inconclusive" rather than guess."""
-        return float(_eval(self.tree, scope, functions))
+        try:
+            return float(_eval(self.tree, scope, functions))
+        except OverflowError:
+            # ceil(1e300) * ceil(1e300) is an int no float holds; the caller only knows
+            # ExpressionError ("threshold not computable"), never a traceback.
+            raise ExpressionError("the result is too large for a number") from None
 
 
 def compile_expression(

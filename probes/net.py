@@ -113,12 +113,23 @@ def parse_networks(items: Iterable[str]) -> tuple[IPNetwork, ...]:
     return tuple(networks)
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address the packet ends up at: NAT64's
+# well-known prefix (RFC 6052; DNS64 networks route it to IPv4), SIIT's IPv4-translated
+# form (RFC 2765) and the deprecated IPv4-compatible form. Judged as that IPv4 address, so
+# 64:ff9b::a9fe:a9fe is the metadata service even when the allow-list says ::/0.
+_EMBEDS_IPV4 = tuple(
+    ipaddress.ip_network(net) for net in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")
+)
+
+
 def _normalise(address: IPAddress) -> IPAddress:
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return address.ipv4_mapped
         if address.sixtofour is not None:
             return address.sixtofour
+        if int(address) > 1 and any(address in net for net in _EMBEDS_IPV4):  # not :: or ::1
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return address
 
 

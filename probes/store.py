@@ -8,6 +8,7 @@ after its worker died writes each row at most once and loses none.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,6 +18,18 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from probes.models import Observation, Poll, Target
+
+LABELS_MAX = Observation._meta.get_field("labels").max_length
+SIGNAL_MAX = Observation._meta.get_field("signal").max_length
+
+
+def fit_labels(text: str) -> str:
+    """Labels come from the target (a hostname, a label value): a long one must neither fail
+    the whole cycle's insert nor merge two series, so its tail becomes a digest."""
+    if len(text) <= LABELS_MAX:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[: LABELS_MAX - 17]}#{digest}"
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,10 @@ def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) ->
         if not o.ok or not o.observations:
             continue
         target_id = target_field.get_db_prep_value(o.target_id, connection)
-        rows.extend((target_id, taken_at, s, labels, v) for s, labels, v in o.observations)
+        rows.extend(
+            (target_id, taken_at, s[:SIGNAL_MAX], fit_labels(labels), v)
+            for s, labels, v in o.observations
+        )
     if not rows:
         return
     q = connection.ops.quote_name

@@ -77,6 +77,25 @@ def test_recording_a_cycle_twice_writes_each_row_once(targets):
     assert already_polled([t.pk for t in targets], CYCLE) == {t.pk for t in targets}
 
 
+def test_overlong_labels_are_stored_distinct_and_within_the_column(targets):
+    """A hostile hostname or label value longer than the column (PostgreSQL refuses it,
+    SQLite would not notice) must not fail the cycle nor merge two series."""
+    host = "h" * 300
+    outcome = PollOutcome(
+        target_id=targets[0].pk,
+        ok=True,
+        observations=(
+            ("gpu_util", f"gpu=0,host={host}", 1.0),
+            ("gpu_util", f"gpu=1,host={host}", 2.0),
+            ("gpu_util", "gpu=2", 3.0),
+        ),
+    )
+    assert record_cycle(CYCLE, [outcome]) == 1
+    labels = list(Observation.objects.order_by("value").values_list("labels", flat=True))
+    assert len(set(labels)) == 3 and all(len(text) <= 200 for text in labels)
+    assert labels[0].startswith("gpu=0,host=hhh") and labels[2] == "gpu=2"
+
+
 def test_failures_are_visible_on_the_target(targets):
     target = targets[0]
     outcome = PollOutcome(
