@@ -57,5 +57,31 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def workers_partial(request: HttpRequest) -> HttpResponse:
-    """The probe-health strip, refreshed by htmx without reloading the page."""
-    return render(request, "_workers.html", {"workers": worker_status()})
+    """The probe-health strip, refreshed by htmx without reloading the page.
+
+    Stale heartbeats alone cannot say whether the workers or the broker went away; only
+    then is the broker asked (one PING, one second at most), so the strip can name it."""
+    status = worker_status()
+    if not status.alive and _broker_reachable() is False:
+        from dataclasses import replace
+
+        status = replace(status, reason="broker unreachable")
+    return render(request, "_workers.html", {"workers": status})
+
+
+def _broker_reachable() -> bool | None:
+    """None for the embedded broker (a folder on this machine, never unreachable)."""
+    from django.conf import settings
+
+    if settings.ATLAS_EMBEDDED_BROKER:
+        return None
+    import redis
+
+    try:
+        with redis.Redis.from_url(
+            settings.CELERY_BROKER_URL, socket_connect_timeout=1, socket_timeout=1
+        ) as client:
+            client.ping()
+    except (redis.RedisError, OSError):
+        return False
+    return True

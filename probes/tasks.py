@@ -27,7 +27,7 @@ from probes.net import ProbeError
 from probes.parsing import nvml_reading
 from probes.parsing.exposition import ExpositionError
 from probes.parsing.sglang_info import ServerInfoError
-from probes.policy import fetch_policy
+from probes.policy import cycle_time_left, fetch_policy
 from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
 
 log = logging.getLogger(__name__)
@@ -95,17 +95,21 @@ RETRY = {
 def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
     """Poll one deployment's HTTP targets for one cycle. Idempotent under redelivery."""
     cycle = datetime.fromisoformat(cycle_at)
-    ids = list(
+    rows = list(
         Target.objects.filter(
             deployment_id=deployment_id, enabled=True, kind__in=HTTP_KINDS
-        ).values_list("pk", flat=True)
+        ).values_list("pk", "deployment__poll_interval_s")
     )
+    ids = [pk for pk, _ in rows]
     task_id = self.request.id or f"local-{uuid.uuid4()}"
     lease = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
     held = claim_targets(ids, task_id, lease=lease)
     try:
         todo = set(held) - already_polled(held, cycle)
-        stored = poll_targets(list(Target.objects.filter(pk__in=todo)), cycle)
+        # A hung target must not carry this poll into the next cycle: the next cycle's
+        # task would find every target still claimed, and the good ones would miss it.
+        budget = cycle_time_left(cycle, rows[0][1], timezone.now()) if rows else None
+        stored = poll_targets(list(Target.objects.filter(pk__in=todo)), cycle, budget_s=budget)
     finally:
         release_targets(held, task_id)
     # Evaluate with the cycle's evidence in; idempotent per investigation and cycle.
@@ -168,11 +172,13 @@ def _host_outcome(target: Target, cycle: datetime) -> PollOutcome:
     return _unsupported(target, {"target_id": target.pk})
 
 
-def poll_targets(targets: list[Target], cycle: datetime) -> int:
-    """Fetch, observe and store one cycle for these targets (the claim is the caller's)."""
+def poll_targets(targets: list[Target], cycle: datetime, *, budget_s: float | None = None) -> int:
+    """Fetch, observe and store one cycle for these targets (the claim is the caller's).
+
+    ``budget_s`` caps every fetch's deadline (see ``cycle_time_left``)."""
     if not targets:
         return 0
-    policy = fetch_policy()
+    policy = fetch_policy(budget_s=budget_s)
     prometheus = [t for t in targets if t.kind == TargetKind.PROMETHEUS]
     scraped = [t for t in targets if t.kind != TargetKind.PROMETHEUS]
     fetched = {f.key: f for f in fetch_all([(str(t.pk), _url(t)) for t in scraped], policy)}
