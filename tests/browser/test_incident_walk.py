@@ -249,8 +249,24 @@ def test_a_whole_incident_in_the_browser(
         page.keyboard.press("Enter")
     expect(page.get_by_role("status")).to_contain_text(f"eliminate {DECOY} recorded")
 
+    # The evidence charts are drawn (plotly's SVG), the alarm's and the cause's among them,
+    # and a refresh of the tree leaves every one of them in place, still drawn.
+    for card in ("alarm", CAUSE):
+        expect(page.locator(f"#card-{card} .chart .main-svg").first).to_be_visible(timeout=20_000)
+    drawn = page.evaluate(
+        "(window.__charts = Array.from(document.querySelectorAll('#evidence .chart')))"
+        ".filter(el => el.querySelector('.main-svg')).length"
+    )
+    assert drawn >= 2
+
     # 4b. Confirm the true cause, with a reason.
     _await_tree_refresh(page)
+    assert (
+        page.evaluate(
+            "window.__charts.filter(el => el.isConnected && el.querySelector('.main-svg')).length"
+        )
+        == drawn
+    ), "a tree refresh blanked or replaced evidence charts"
     cause = _node(page, CAUSE)
     cause.get_by_label(f"Reason for {CAUSE_TITLE}").fill(CONFIRM_REASON)
     with page.expect_navigation():
@@ -296,6 +312,7 @@ def test_a_whole_incident_in_the_browser(
     expect(verification).to_contain_text("p99 ITL under the ceiling (the alarm's own measurement)")
     expect(_section(page, "Regression gate")).to_contain_text(ALERT)
     assert page.evaluate("window.__marker") == 2, "the page reloaded instead of swapping"
+    expect(page.locator("#card-alarm .chart .main-svg").first).to_be_visible()  # still drawn
     screenshots.take(page, "verification-passing")
 
     # Close it (verification passed: no override needed).
