@@ -146,7 +146,7 @@ def test_the_redeployed_incident_is_what_the_drill_investigation_sees(
     from probes.models import Target, TargetKind
     from probes.tasks import poll_deployment
 
-    first = actions.start_drill(drill_range=drill_range, choice="gc-pauses", user=commander)
+    first = actions.start_drill(drill_range=drill_range, choice="gc-pauses", user=commander, seed=0)
     simulator.call("POST", "/control/advance?seconds=60")
     cycle = datetime.now(tz=UTC).replace(microsecond=0) - timedelta(minutes=30)
     poll_deployment.apply(args=[str(drill_range.deployment_id), cycle.isoformat()])
@@ -154,7 +154,10 @@ def test_the_redeployed_incident_is_what_the_drill_investigation_sees(
     assert log.log_offset > 0
     actions.finish_drill(drill=first, user=commander)
 
-    drill = actions.start_drill(drill_range=drill_range, choice="kv-pressure", user=commander)
+    # Seed 0, as the scenario matrix: the unseeded draw made this test depend on the seed.
+    drill = actions.start_drill(
+        drill_range=drill_range, choice="kv-pressure", user=commander, seed=0
+    )
     log.refresh_from_db()
     assert log.log_offset == 0
     simulator.call("POST", "/control/advance?seconds=300")
