@@ -28,11 +28,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 
 from enginesim.config import FIX_FIELDS
 from investigations import live
@@ -40,12 +38,12 @@ from investigations.models import Decision, Deployment, Investigation, TimelineE
 from postmortems import tasks as postmortem_tasks
 from postmortems.models import Export
 from probes.models import Target, TargetKind
-from probes.tasks import poll_deployment
+from tests.browser import support
+from tests.browser.support import CYCLE_S, Beat, await_tree_refresh, section
 from tests.conftest import PASSWORD, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CYCLE_S = 15
 CAUSE = "oversized-prefill-chunks"
 CAUSE_TITLE = "Steps carry prefill chunks larger than the chunk budget"
 DECOY = "gpu-throttling"
@@ -53,42 +51,6 @@ DECOY_TITLE = "GPUs run below their full clock (thermal or power limits)"
 ELIMINATE_REASON = "SM clocks are at the full 1,410 MHz on every rank; nothing is throttled"
 CONFIRM_REASON = "Tokens per step p99 is far over the 512-token chunk budget"
 ALERT = "AtlasOversizedPrefillChunks"
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
-
-
-class Beat:
-    """Stands in for Celery beat and the worker: one poll cycle at a time, explicitly, on a
-    thread of its own (the probes run their fetches with ``asyncio.run``, which cannot
-    happen on the thread where Playwright's sync API keeps its event loop)."""
-
-    def __init__(self, simulator, clock, deployment) -> None:
-        self.simulator, self.clock, self.deployment = simulator, clock, deployment
-        self.cycles = 0
-        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beat")
-
-    def call(self, fn, *args):
-        """``fn(*args)`` on the beat's thread; its result."""
-        return self.thread.submit(fn, *args).result()
-
-    def run(self, cycles: int) -> None:
-        self.call(self._run, cycles)
-
-    def stop(self) -> None:
-        self.call(connections.close_all)
-        self.thread.shutdown()
-
-    def _run(self, cycles: int) -> None:
-        for _ in range(cycles):
-            self.simulator.advance(CYCLE_S)
-            self.clock.advance(CYCLE_S)
-            cycle = self.clock.now().replace(microsecond=0)
-            poll_deployment.apply(args=[str(self.deployment.pk), cycle.isoformat()])
-            self.cycles += 1
 
 
 class Worker:
@@ -126,29 +88,6 @@ def _node(page, key: str):
     return page.get_by_test_id(f"node-{key}")
 
 
-def _section(page, heading: str):
-    return page.locator("section").filter(
-        has=page.get_by_role("heading", name=re.compile(rf"^{re.escape(heading)}"))
-    )
-
-
-def _await_tree_refresh(page) -> None:
-    """Block until htmx next swaps the tree (it does every 5 s), so that what follows has
-    a full refresh interval to itself: the swap re-renders every decision form."""
-    page.evaluate(
-        """() => new Promise((resolve, reject) => {
-            const done = (event) => {
-                if (event.detail.target && event.detail.target.id === "tree") {
-                    document.body.removeEventListener("htmx:afterSettle", done);
-                    resolve();
-                }
-            };
-            document.body.addEventListener("htmx:afterSettle", done);
-            setTimeout(() => reject(new Error("the tree did not refresh in 20 s")), 20000);
-        })"""
-    )
-
-
 def _tab_to(page, predicate: str, limit: int = 120) -> int:
     """Press Tab until ``predicate`` (JS over document.activeElement) holds."""
     for presses in range(1, limit + 1):
@@ -180,7 +119,7 @@ def test_a_whole_incident_in_the_browser(
 ):
     if not shutil.which("pdftotext"):
         require_service("poppler-utils", "pdftotext is not installed")
-    expect = _expect()
+    expect = support.expect()
     settings.MEDIA_ROOT = tmp_path / "media"
     worker = Worker()
     monkeypatch.setattr(postmortem_tasks, "export_postmortem", worker)
@@ -205,7 +144,7 @@ def test_a_whole_incident_in_the_browser(
     expect(page.get_by_role("heading", name="p99 ITL spikes on atlas-sim")).to_be_visible()
     investigation = Investigation.objects.get()
     assert page.url == f"{live_server.url}/investigations/{investigation.pk}/"
-    alarm = _section(page, "Alarm")
+    alarm = section(page, "Alarm")
     expect(alarm).to_contain_text("no data yet")
     expect(_node(page, CAUSE).locator("summary")).to_contain_text("suggests inconclusive")
 
@@ -224,7 +163,7 @@ def test_a_whole_incident_in_the_browser(
     decoy = _node(page, DECOY)
     decoy.locator("summary").click()
     decoy.get_by_label(re.compile("^Reason for")).first.fill("half-typed reason")
-    _await_tree_refresh(page)
+    await_tree_refresh(page)
     assert decoy.get_by_label(re.compile("^Reason for")).first.input_value() == (
         "half-typed reason"
     )
@@ -239,7 +178,7 @@ def test_a_whole_incident_in_the_browser(
 
     # 4a. Eliminate the decoy by keyboard alone: Tab to its (collapsed) branch, open it,
     # type the reason, Tab to Eliminate, press Enter.
-    _await_tree_refresh(page)
+    await_tree_refresh(page)
     _tab_to(page, f"el.tagName === 'SUMMARY' && el.closest('[data-testid=node-{DECOY}]') !== null")
     page.keyboard.press("Enter")  # opens the <details>
     _tab_to(page, f"el.id === 'reason-{DECOY}'", limit=5)
@@ -260,7 +199,7 @@ def test_a_whole_incident_in_the_browser(
     assert drawn >= 2
 
     # 4b. Confirm the true cause, with a reason.
-    _await_tree_refresh(page)
+    await_tree_refresh(page)
     assert (
         page.evaluate(
             "window.__charts.filter(el => el.isConnected && el.querySelector('.main-svg')).length"
@@ -274,7 +213,7 @@ def test_a_whole_incident_in_the_browser(
     expect(page.get_by_role("status")).to_contain_text(f"confirm {CAUSE} recorded")
 
     # Each decision is on the timeline: when, what, why and who.
-    timeline = _section(page, "Timeline")
+    timeline = section(page, "Timeline")
     decided = ((DECOY, "eliminate", ELIMINATE_REASON), (CAUSE, "confirm", CONFIRM_REASON))
     for node, action, reason in decided:
         decision = Decision.objects.get(investigation=investigation, node=node, action=action)
@@ -291,13 +230,13 @@ def test_a_whole_incident_in_the_browser(
     screenshots.take(page, "after-decisions")
 
     # 5. Record the fix, apply it in the simulator, poll across the verification window.
-    suggested = _section(page, "Causes, most likely first")
+    suggested = section(page, "Causes, most likely first")
     expect(suggested).to_contain_text("Suggested fix: Enforce the chunk budget unconditionally")
     page.get_by_label("Note").fill("Rolled --max-num-batched-tokens 512 with chunked prefill")
     with page.expect_navigation():
         page.get_by_role("button", name="Record fix as applied").click()
     expect(page.get_by_role("status")).to_contain_text("Fix recorded; verification has started.")
-    verification = _section(page, "Verification of strict-chunk-budget")
+    verification = section(page, "Verification of strict-chunk-budget")
     expect(verification.locator("h2")).to_contain_text("pending")
     page.evaluate("window.__marker = 2")
     fix = live.current_state(investigation).result.find(CAUSE).fix
@@ -310,7 +249,7 @@ def test_a_whole_incident_in_the_browser(
     assert clock.now() - window > timedelta(seconds=600)
     expect(verification.locator("h2")).to_contain_text("passing", timeout=20_000)
     expect(verification).to_contain_text("p99 ITL under the ceiling (the alarm's own measurement)")
-    expect(_section(page, "Regression gate")).to_contain_text(ALERT)
+    expect(section(page, "Regression gate")).to_contain_text(ALERT)
     assert page.evaluate("window.__marker") == 2, "the page reloaded instead of swapping"
     expect(page.locator("#card-alarm .chart .main-svg").first).to_be_visible()  # still drawn
     screenshots.take(page, "verification-passing")
@@ -319,14 +258,14 @@ def test_a_whole_incident_in_the_browser(
     with page.expect_navigation():
         page.get_by_role("button", name="Close investigation").click()
     expect(page.get_by_role("status")).to_contain_text("Investigation closed.")
-    expect(_section(page, "Closed")).to_contain_text(CAUSE)
+    expect(section(page, "Closed")).to_contain_text(CAUSE)
 
     # 6. The postmortem, exported as PDF and read back.
     page.get_by_role("link", name="Postmortem", exact=True).click()
     expect(
         page.get_by_role("heading", name="Postmortem: p99 ITL spikes on atlas-sim")
     ).to_be_visible()
-    expect(_section(page, "Root cause")).to_contain_text(CAUSE_TITLE)
+    expect(section(page, "Root cause")).to_contain_text(CAUSE_TITLE)
     screenshots.take(page, "postmortem")
     exports = page.locator("#export-status")
     page.get_by_role("button", name="Export PDF").click()

@@ -16,7 +16,7 @@ from probes.net import (
     guarded_async_client,
     parse_networks,
 )
-from tests.support.hostile import hostile_server
+from tests.support.hostile import guarded_fetch, hostile_server
 
 LOOPBACK = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=3, max_bytes=1 << 20)
 EVERYWHERE = FetchPolicy(allowed_networks=parse_networks(["0.0.0.0/0", "::/0"]))
@@ -29,11 +29,7 @@ def server():
 
 
 def _fetch(url: str, policy: FetchPolicy = LOOPBACK):
-    async def run():
-        async with guarded_async_client(policy) as client:
-            return await afetch(client, url, policy)
-
-    return asyncio.run(run())
+    return guarded_fetch(url, policy)
 
 
 def _error(url: str, policy: FetchPolicy = LOOPBACK) -> ProbeError:

@@ -158,3 +158,16 @@ def hostile_server(handler: type[_Handler] | None = None) -> Iterator[str]:
         server.server_close()
         thread.join(timeout=5)
         time.sleep(0.05)
+
+
+def guarded_fetch(url: str, policy):
+    """One fetch through the probes' guarded client, as a poll makes it (SSRF tests)."""
+    import asyncio
+
+    from probes.net import afetch, guarded_async_client
+
+    async def run():
+        async with guarded_async_client(policy) as client:
+            return await afetch(client, url, policy)
+
+    return asyncio.run(run())

@@ -9,7 +9,6 @@ instead of ``blocked-address`` / ``redirect`` / ``bad-url``.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
 
@@ -18,12 +17,10 @@ import pytest
 from probes.net import (
     FetchPolicy,
     ProbeError,
-    afetch,
     check_address,
-    guarded_async_client,
     parse_networks,
 )
-from tests.support.hostile import _Handler, hostile_server
+from tests.support.hostile import _Handler, guarded_fetch, hostile_server
 
 LOOPBACK = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=3, max_bytes=1 << 20)
 EVERYWHERE = FetchPolicy(
@@ -78,11 +75,7 @@ def server():
 
 
 def _fetch(url: str, policy: FetchPolicy = LOOPBACK):
-    async def run():
-        async with guarded_async_client(policy) as client:
-            return await afetch(client, url, policy)
-
-    return asyncio.run(run())
+    return guarded_fetch(url, policy)
 
 
 def _error(url: str, policy: FetchPolicy = LOOPBACK) -> ProbeError:
