@@ -31,6 +31,7 @@ from probes.promapi import (
 )
 from tests.conftest import require_service
 from tests.support.hostile import _Handler, hostile_server
+from tests.support.processes import spawn_logged
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 POLICY = FetchPolicy(connect_timeout=1, read_timeout=3, total_timeout=4, max_bytes=1 << 20)
@@ -95,11 +96,10 @@ def prometheus(tmp_path_factory) -> Iterator[LivePrometheus]:
     config.write_text("\n".join(lines) + "\n")
     port = _free_port()
     log_path = tmp / "prometheus.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
+    proc = spawn_logged(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
+        log_path,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -125,7 +125,6 @@ def prometheus(tmp_path_factory) -> Iterator[LivePrometheus]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
         sim.stop()
 
 

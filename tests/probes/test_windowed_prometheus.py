@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from probes.parsing.windowed import histogram_quantile_over_window, increase, rate
+from tests.support.processes import spawn_logged
 
 pytestmark = pytest.mark.slow
 
@@ -112,16 +113,14 @@ def prometheus(tmp_path):
         "scrape_configs:\n  - job_name: atlas\n    static_configs:\n"
         f"      - targets: ['127.0.0.1:{server.server_address[1]}']\n"
     )
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
+    proc = spawn_logged(
         [
             binary,
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        tmp_path / "prometheus.log",
     )
     try:
         yield f"http://127.0.0.1:{port}"
@@ -132,7 +131,6 @@ def prometheus(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import require_service
+from tests.support.processes import spawn_logged
 
 BINARY = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -52,11 +53,10 @@ def prometheus(
     config = tmp_path / "prometheus.yml"
     config.write_text("\n".join(lines) + "\n")
     port = _free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
+    process = spawn_logged(
         [BINARY, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
+        tmp_path / "prometheus.log",
     )  # fmt: skip
     try:
         yield f"http://127.0.0.1:{port}"
@@ -67,7 +67,6 @@ def prometheus(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        log.close()
 
 
 def wait_for_series(base: str, expr: str, timeout: float = 40.0) -> list:

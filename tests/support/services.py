@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_service
+from tests.support.processes import spawn_logged
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30
@@ -85,16 +86,15 @@ class RedisServer:
             return False
 
     def start(self) -> None:
-        log = (self.folder / "redis.log").open("a")
-        self.process = subprocess.Popen(
+        # The binary first: a missing one skips before any file is opened.
+        binary = _binary("redis-server", "Redis")
+        self.process = spawn_logged(
             [
-                _binary("redis-server", "Redis"), "--port", str(self.port),
-                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.folder),
+                binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.folder),
             ],
-            stdout=log, stderr=subprocess.STDOUT,
+            self.folder / "redis.log", append=True,
         )  # fmt: skip
-        log.close()
         if not wait_until(self.ping, START_TIMEOUT_S, 0.05):
             self.stop()
             pytest.fail(f"private redis-server on {self.port} did not answer PING")
@@ -267,16 +267,14 @@ def product_process(
 ) -> Iterator[subprocess.Popen]:
     """Run ``python -m <args>`` from the repository root, logging to ``folder/<name>.log``;
     SIGTERM (then SIGKILL) at exit."""
-    log = (folder / f"{name}.log").open("a")
-    process = subprocess.Popen(
-        [sys.executable, "-m", *args], cwd=ROOT, env=environment,
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    process = spawn_logged(
+        [sys.executable, "-m", *args], folder / f"{name}.log", append=True,
+        cwd=ROOT, env=environment, start_new_session=True,
     )  # fmt: skip
     try:
         yield process
     finally:
         _stop(process)
-        log.close()
 
 
 def celery_worker_args(concurrency: int = 2) -> list[str]:

@@ -20,6 +20,7 @@ from django.db import connection
 
 from atlas_console import env
 from tests.conftest import require_service
+from tests.support.processes import spawn_logged
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("ATLAS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -79,14 +80,13 @@ def celery_worker(
     environment.update({"DATABASE_URL": database_url(), "ATLAS_DATA_DIR": str(tmp_path)})
     environment.update(worker_env)
     environment.update(extra_env or {})
-    log = (tmp_path / "worker.log").open("w")
-    process = subprocess.Popen(
+    process = spawn_logged(
         [
             sys.executable, "-m", "celery", "-A", "atlas_console", "worker",
             "--queues", queue, "--concurrency", "1", "--loglevel", "INFO",
             "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle",
         ],
-        cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
+        tmp_path / "worker.log", cwd=ROOT, env=environment,
     )  # fmt: skip
     try:
         yield queue, process
@@ -97,4 +97,3 @@ def celery_worker(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-        log.close()
