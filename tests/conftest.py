@@ -9,8 +9,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 from teams.models import Membership, Role, Team
+
+# Hypothesis' default 200 ms deadline per example is a wall-clock assertion: on a busy
+# machine it fails correct code. No test here times itself (timings live in bench/).
+settings.register_profile("atlas", deadline=None)
+settings.load_profile("atlas")
 
 PASSWORD = "correct horse battery staple"
 

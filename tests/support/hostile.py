@@ -5,12 +5,21 @@ Used by the probe tests: the faults are caused for real over a socket, not mocke
 
 from __future__ import annotations
 
+import functools
 import gzip
 import socketserver
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros in ~64 KiB of gzip, compressed once per process: compressing it per
+    request held the server for a third of a second (more on a busy machine), long enough
+    for a client's read timeout to fire before its size cap, which the test is about."""
+    return gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -101,7 +110,7 @@ class _Handler(socketserver.StreamRequestHandler):
             sent += len(piece)
 
     def do_gzip_bomb(self, path: str) -> None:
-        body = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+        body = gzip_bomb()
         self._head("200 OK", {"Content-Encoding": "gzip", "Content-Type": "text/plain"}, len(body))
         self.wfile.write(body)
 
