@@ -7,6 +7,7 @@ Actors: ``commander``, ``responder`` and ``viewer`` are members of ``team``;
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import settings
@@ -27,6 +28,19 @@ def require_service(name: str, reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture
+def frozen_now(time_machine) -> datetime:
+    """The wall clock stopped for the whole test, at its start (whole seconds).
+
+    For tests that build data relative to "now" and then ask a view or task, which reads
+    the clock again: on a busy machine seconds pass in between (a chart's 2400 s window
+    once read 2405.4 s). ``time.monotonic`` is not frozen, so timeouts still work; move
+    the clock on explicitly with ``time_machine.shift(seconds)``."""
+    instant = datetime.now(UTC).replace(microsecond=0)
+    time_machine.move_to(instant, tick=False)
+    return instant
 
 
 def _user(django_user_model, username: str):

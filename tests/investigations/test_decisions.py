@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from investigations import actions
 from investigations.models import Decision, Deployment, TimelineEvent
@@ -15,12 +14,12 @@ from probes.models import Observation, Target, TargetKind
 
 
 @pytest.fixture
-def investigation(team, commander):
+def investigation(team, commander, frozen_now):
     deployment = Deployment.objects.create(team=team, name="atlas-prod")
     engine = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
     )
-    now = timezone.now()
+    now = frozen_now
     Observation.objects.bulk_create(
         Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
         for n in range(10)

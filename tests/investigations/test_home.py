@@ -71,17 +71,15 @@ def test_one_step_open_from_the_home_page(client_for, responder, viewer, outside
 
 
 def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
-    client_for, commander, team, django_assert_max_num_queries
+    client_for, commander, team, django_assert_max_num_queries, frozen_now
 ):
     from datetime import timedelta
-
-    from django.utils import timezone
 
     from investigations.cycle import evaluate_after_poll
     from investigations.models import FixRecord
     from probes.models import Observation, Target, TargetKind
 
-    now = timezone.now().replace(microsecond=0)
+    now = frozen_now
     calm = {"ttft_p95": 0.35, "kv_cache_usage": 0.7, "preemptions_rate": 0.0, "requests_waiting": 3}
     fixed = {}
     for name, values in (("calm", calm), ("still-full", {**calm, "kv_cache_usage": 0.95})):

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from investigations.models import Deployment, Investigation
 from probes.models import Observation, Target, TargetKind
@@ -50,12 +49,12 @@ def test_an_unknown_symptom_is_refused(client_for, commander, deployment):
 
 
 def test_the_page_shows_the_tree_evaluated_from_stored_observations(
-    client_for, commander, viewer, outsider, deployment
+    client_for, commander, viewer, outsider, deployment, frozen_now
 ):
     engine = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
     )
-    now = timezone.now()
+    now = frozen_now
     values = {
         "ttft_p95": 1.4, "requests_waiting": 47, "requests_running": 40,
         "kv_cache_usage": 0.94, "preemptions_rate": 0.08,

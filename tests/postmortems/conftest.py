@@ -21,7 +21,6 @@ import shutil
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
@@ -64,8 +63,8 @@ DECISIONS = [
 
 
 @pytest.fixture
-def t0():
-    return timezone.now().replace(microsecond=0) - timedelta(minutes=60)
+def t0(frozen_now):
+    return frozen_now - timedelta(minutes=60)
 
 
 def _latest_event(investigation, when) -> None:
