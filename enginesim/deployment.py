@@ -50,7 +50,9 @@ class SimClock:
 class Replica:
     """One served endpoint: a simulated engine or a mirror of one."""
 
-    def __init__(self, index: int, engine: Engine, gpus: GpuGroup | None = None) -> None:
+    def __init__(
+        self, index: int, engine: Engine, gpus: GpuGroup | _MirrorGpus | None = None
+    ) -> None:
         self.index = index
         self.engine = engine
         self.mirror = engine.replica != index

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import threading
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ class SimServer:
             for i in range(len(self.d.replicas)):
                 p = self.replica_base_port + i if self.replica_base_port else 0
                 srv = await asyncio.start_server(
-                    lambda r, w, i=i: self._conn(r, w, i), self.host, p, reuse_address=True
+                    functools.partial(self._conn, bound=i), self.host, p, reuse_address=True
                 )
                 self._servers.append(srv)
                 self.replica_ports.append(srv.sockets[0].getsockname()[1])

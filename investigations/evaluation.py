@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from investigations import budget as b
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
@@ -225,7 +226,7 @@ def compare(op: str, measured: float, threshold: float) -> bool:
 def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> CheckResult:
     confirm_at, confirm_missing = threshold_of(check.confirm, scope)
     eliminate_at, eliminate_missing = threshold_of(check.eliminate, scope)
-    base = {
+    base: dict[str, Any] = {
         "id": check.id,
         "title": check.title,
         "measured": measured,
@@ -336,10 +337,10 @@ def evaluate(
     causes: list[NodeResult] = []
     stack = list(nodes)
     while stack:
-        node = stack.pop()
-        if node.is_cause:
-            causes.append(node)
-        stack.extend(node.children)
+        result = stack.pop()
+        if result.is_cause:
+            causes.append(result)
+        stack.extend(result.children)
     ranking = tuple(
         n.key for n in sorted(causes, key=lambda n: (n.state != "confirmed", -n.score, n.key))
     )

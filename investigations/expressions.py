@@ -137,7 +137,7 @@ def _vet(node: ast.AST, functions: Mapping[str, object], names: set[str]) -> Non
 
 def _eval(node: ast.expr, scope: Mapping[str, float | None], functions: Mapping) -> float:
     if isinstance(node, ast.Constant):
-        return node.value
+        return node.value  # type: ignore[return-value]  # _vet admits numbers only
     if isinstance(node, ast.Attribute | ast.Name):
         dotted = _dotted(node)
         value = scope.get(dotted) if dotted else None
@@ -153,7 +153,7 @@ def _eval(node: ast.expr, scope: Mapping[str, float | None], functions: Mapping)
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, scope, functions)
         return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # _vet: names only
         args = [_eval(arg, scope, functions) for arg in node.args]
         try:
             return functions[node.func.id](*args)

@@ -275,8 +275,10 @@ def _plan(
             if _block_size(size) <= _SMALL_SIZE:
                 # Norm weights share 2 MiB small segments, as the small pool packs them.
                 frames = book.get("malloc", kind)
-                room = small and max(
-                    (b.size for b in small[-1].blocks if not b.allocated), default=0
+                room = (
+                    max((b.size for b in small[-1].blocks if not b.allocated), default=0)
+                    if small
+                    else 0
                 )
                 if not room or room < _block_size(size):
                     small.append(a.new_segment(t_us, _SMALL_SEGMENT, _DEFAULT_POOL, frames))
@@ -331,7 +333,7 @@ def _plan(
             a.free(a.us(c.time_s + 1e-4), seg, blk, kind)
 
     for c in captures:
-        at(c.time_s, lambda c=c: capture(c))
+        at(c.time_s, functools.partial(capture, c))
 
     serve_s = max([startup_s, *(c.time_s for c in warm)]) + 0.5
     if churn_interval_s is None:
@@ -378,7 +380,7 @@ def _plan(
         if cumulative < previous:
             raise ValueError("leaked_bytes must be cumulative (non-decreasing)")
         if cumulative > previous and t <= end_s:
-            at(t, lambda t=t, n=cumulative - previous: leak(t, n))
+            at(t, functools.partial(leak, t, cumulative - previous))
         previous = cumulative
 
     oom: list[OomDetails] = []

@@ -236,8 +236,10 @@ def parse_line(
     elif (found := _MODEL_LOADING.search(msg)) is not None:
         emit("model_loading", gib=float(found[1]))
     elif (found := _SGLANG_BUDGET.search(msg)) is not None:
-        names = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens")
-        names += ("max_running_requests", "context_len", "available_gpu_mem_gb")
+        names: tuple[str, ...] = (
+            "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+            "max_running_requests", "context_len", "available_gpu_mem_gb",
+        )  # fmt: skip
         emit(
             "sglang_budget",
             **{n: float(v) for n, v in zip(names, found.groups(), strict=True) if v},

@@ -179,7 +179,9 @@ def _read_device(nvml: ModuleType, index: int) -> DeviceReading:
 def read_gpus(nvml: ModuleType | None = None) -> NoGpu | tuple[DeviceReading, ...]:
     """One reading of every device, or :class:`NoGpu` when NVML cannot start."""
     if nvml is None:
-        import pynvml as nvml
+        import pynvml
+
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
