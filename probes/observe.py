@@ -114,8 +114,12 @@ def engine_observations(
 def observe_engine(
     body: bytes, history: Sequence[tuple[float, dict]], now_ts: float, window_s: float
 ) -> Observed:
-    """Parse an engine /metrics body. Raises ``ExpositionError`` for unusable text."""
-    signals = engine.engine_signals(parse_exposition(body))
+    """Parse an engine /metrics body. Raises ``ExpositionError`` for unusable text, and its
+    ``EngineScrapeUnusable`` for an answer with no engine state in it (an empty body,
+    HELP/TYPE lines alone, no vLLM or SGLang series): a probe error, never an idle engine."""
+    exp = parse_exposition(body)
+    signals = engine.engine_signals(exp)
+    engine.require_usable(exp, signals)
     snapshot = engine_snapshot(signals)
     observations = engine_observations(signals, snapshot, history, now_ts, window_s)
     return Observed(snapshot, tuple(observations))
