@@ -31,7 +31,9 @@ class Budget:
     itl_ceiling_ms: float = 150.0
     queue_baseline_low: int = 3
     queue_baseline_high: int = 8
-    sm_clock_mhz: float = 1410.0  # the GPUs' full SM clock under load (A100: 1,410 MHz)
+    # The GPUs' full SM clock under load (A100: 1,410 MHz); 0 means "not given": the GPU
+    # model's own full clock is used (expected.full_sm_clock_mhz).
+    sm_clock_mhz: float = 1410.0
 
     def __post_init__(self) -> None:
         if self.tp_size < 1 or self.kv_bytes_per_token < 1:

@@ -106,8 +106,27 @@ def select(measure: Measure, observations: Observations, now: float) -> list[lis
     matching = [(labels, points) for labels, points in series if wanted <= _labels(labels).items()]
     if not measure.labels and any(labels == "" for labels, _ in matching):
         matching = [(labels, points) for labels, points in matching if labels == ""]
+    if measure.where is not None:
+        matching = _gated(measure, observations, matching)
     start = now - measure.window_s
     return [[p for p in points if start < p[0] <= now] for _, points in matching]
+
+
+def _gated(measure: Measure, observations: Observations, matching: list) -> list:
+    """Keep the points taken while the same series' ``where`` signal met its condition at
+    the same time. A series with no such reading contributes nothing: an unknown load is
+    not a loaded GPU, so clocks read then neither confirm nor eliminate throttling."""
+    signal, op, value = measure.where  # type: ignore[misc]
+    gates = {
+        labels: dict(points) for labels, points in observations.get((measure.source, signal), ())
+    }
+    kept = []
+    for labels, points in matching:
+        gate = gates.get(labels)
+        if gate:
+            passed = [p for p in points if p[0] in gate and compare(op, gate[p[0]], value)]
+            kept.append((labels, passed))
+    return kept
 
 
 def reduce(measure: Measure, observations: Observations, now: float) -> float | None:
@@ -174,7 +193,14 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     if avg_prompt:
         steps = b.prefill_steps(budget, math.ceil(avg_prompt))
         prefill_s = steps * b.mixed_step_ceiling_ms(budget) / 1000
+    # The budget's full SM clock; when it gives none (0), the GPU model's (the slowest
+    # model seen, from dcgm-exporter's modelName or NVML's own maximum), else unknown.
+    full_clock = budget.sm_clock_mhz if budget.sm_clock_mhz > 0 else None
+    for source, signal in (("dcgm", "gpu_sm_clock_max_mhz"), ("nvml", "nvml_sm_clock_max_mhz")):
+        if full_clock is None:
+            full_clock = reduce(Measure(signal, source, "min", 300), observations, now)
     return {
+        "expected.full_sm_clock_mhz": full_clock,
         "expected.kv_capacity_tokens": float(capacity),
         "expected.step_ceiling_s": b.mixed_step_ceiling_ms(budget) / 1000,
         "expected.chunk_cost_s": b.chunk_cost_ms(budget) / 1000,

@@ -49,6 +49,7 @@ EXPECTED = frozenset(
         "kv_capacity_tokens",
         "step_ceiling_s",
         "chunk_cost_s",
+        "full_sm_clock_mhz",
     }
 )
 # Budget-aware functions fix parameters may call, on top of min/max/floor/...
@@ -68,6 +69,15 @@ class Measure:
     window_s: int = 300
     labels: Mapping[str, str] = field(default_factory=dict)
     promql: str | None = None  # for source "prometheus": what the probe evaluates
+    # Only points taken while another signal of the same series met a condition, e.g. SM
+    # clocks only while the GPU was loaded: (signal, op, value). See docs/playbooks.md.
+    where: tuple[str, str, float] | None = None
+
+    def gate(self) -> Measure | None:
+        """The measurement ``where`` reads, so loaders fetch it with this one."""
+        if self.where is None:
+            return None
+        return Measure(self.where[0], self.source, "last", self.window_s)
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,7 @@ class Playbook:
             out += [check.measure for check in node.checks]
             if node.fix:
                 out += [criterion.measure for criterion in node.fix.verify]
-        return out
+        return out + [gate for m in out if (gate := m.gate()) is not None]
 
 
 class _Reader:
@@ -239,7 +249,7 @@ class _Reader:
 
     def measure(self, value: Any, path: str) -> Measure:
         data = self.mapping(
-            value, path, {"signal", "source", "reduce", "window", "labels", "promql"},
+            value, path, {"signal", "source", "reduce", "window", "labels", "promql", "where"},
             {"signal", "source"},
         )  # fmt: skip
         source = data["source"]
@@ -264,7 +274,17 @@ class _Reader:
         ):
             raise self.fail(f"{path}.labels", "expected a mapping of label name to value")
         window = int(self.number(data.get("window", 300), f"{path}.window", 5, 7 * 86400))
-        return Measure(signal, source, reduce, window, dict(labels), promql)
+        where = self.where(data["where"], f"{path}.where", source) if "where" in data else None
+        return Measure(signal, source, reduce, window, dict(labels), promql, where)
+
+    def where(self, value: Any, path: str, source: str) -> tuple[str, str, float]:
+        data = self.mapping(value, path, {"signal", "op", "value"}, {"signal", "op", "value"})
+        signal = self.text(data["signal"], f"{path}.signal", limit=64)
+        if source == "prometheus" or not known_signal(source, signal):
+            raise self.fail(f"{path}.signal", f"{signal!r} is not a signal {source} probes record")
+        if data["op"] not in OPERATORS:
+            raise self.fail(f"{path}.op", f"expected one of {' '.join(OPERATORS)}")
+        return signal, data["op"], self.number(data["value"], f"{path}.value", -1e18, 1e18)
 
     def condition(self, value: Any, path: str) -> Condition:
         data = self.mapping(value, path, {"op", "value"}, {"op", "value"})

@@ -10,14 +10,26 @@ import re
 
 SOURCES = ("engine", "sglang_info", "dcgm", "nvml", "prometheus", "log", "artifact")
 
-_HISTOGRAMS = "ttft|itl|e2e|queue_time|prefill_time|decode_time|iteration_tokens"
+_HISTOGRAMS = (
+    "ttft|itl|e2e|queue_time|prefill_time|decode_time|iteration_tokens|request_preemptions"
+    "|prefill_kv_computed_tokens|kv_block_lifetime|kv_block_idle_before_evict|kv_block_reuse_gap"
+)
+_GAUGES = (
+    "kv_cache_usage|requests_(running|waiting|waiting_capacity|deferred|swapped|retracted)"
+    "|gen_throughput|cache_hit_rate|engine_awake|kv_capacity_tokens|kv_block_size|kv_blocks"
+    "|kv_max_concurrency|kv_used_tokens|kv_available_tokens|cuda_graph_in_use"
+    "|kv_cache_memory_gb|graph_memory_gb"
+)
+_COUNTERS = (
+    "preemptions|prompt_tokens|generation_tokens|requests_finished|prefix_cache_queries"
+    "|prefix_cache_hits|admission_rejections|prompt_tokens_cached|prompt_tokens_computed"
+    "|prompt_tokens_cache_hit|prompt_tokens_transferred|cuda_graph_passes|eager_passes"
+    "|estimated_flops|estimated_read_bytes|estimated_write_bytes"
+)
 _PATTERNS: dict[str, re.Pattern[str]] = {
+    # probes/parsing/engine.py's canonical keys as probes/observe.py names them.
     "engine": re.compile(
-        r"^(kv_cache_usage|requests_(running|waiting|swapped|retracted)|gen_throughput"
-        r"|cache_hit_rate"
-        r"|(preemptions|prompt_tokens|generation_tokens|requests_finished"
-        r"|prefix_cache_queries|prefix_cache_hits)_rate"
-        rf"|({_HISTOGRAMS})_(p50|p95|p99|mean|count_rate))$"
+        rf"^({_GAUGES}|({_COUNTERS})_rate|({_HISTOGRAMS})_(p50|p95|p99|mean|count_rate))$"
     ),
     "sglang_info": re.compile(
         r"^sglang_(weight_gb|kvcache_gb|graph_gb|token_capacity|max_running_requests)$"

@@ -114,19 +114,34 @@ def engine_observations(
 def observe_engine(
     body: bytes, history: Sequence[tuple[float, dict]], now_ts: float, window_s: float
 ) -> Observed:
-    """Parse an engine /metrics body. Raises ``ExpositionError`` for unusable text."""
-    signals = engine.engine_signals(parse_exposition(body))
+    """Parse an engine /metrics body. Raises ``ExpositionError`` for unusable text, and its
+    ``EngineScrapeUnusable`` for an answer with no engine state in it (an empty body,
+    HELP/TYPE lines alone, no vLLM or SGLang series): a probe error, never an idle engine."""
+    exp = parse_exposition(body)
+    signals = engine.engine_signals(exp)
+    engine.require_usable(exp, signals)
     snapshot = engine_snapshot(signals)
     observations = engine_observations(signals, snapshot, history, now_ts, window_s)
     return Observed(snapshot, tuple(observations))
 
 
+def dcgm_labels(record: dcgm.GpuRecord) -> str:
+    """``gpu=0,host=h`` for a GPU, ``gpu=0,host=h,mig=3`` for one of its MIG instances: a
+    slice is its own series, never merged into (or overwriting) the parent GPU's."""
+    labels = f"gpu={record.gpu}" + (f",host={record.hostname}" if record.hostname else "")
+    return labels + (f",mig={record.mig_instance}" if record.mig_instance is not None else "")
+
+
 def observe_dcgm(body: bytes) -> Observed:
-    """Per-GPU fields with ``gpu``/``host`` labels; sentinel values are already missing."""
+    """Per-GPU (and per-MIG-instance) fields; sentinel values are already missing.
+
+    ``gpu_clock_events`` counts the thermal and power reasons only (``gpu_idle`` is not a
+    throttle event), and is left out when a reason cannot be named. ``gpu_sm_clock_max_mhz``
+    is the model's full SM clock (``gpu_models``) where the model is known."""
     records = dcgm.gpu_records(parse_exposition(body))
     out: list[Observation] = []
     for record in records:
-        labels = f"gpu={record.gpu}" + (f",host={record.hostname}" if record.hostname else "")
+        labels = dcgm_labels(record)
         out.extend(
             (f"gpu_{field}", labels, value)
             for field, value in record.fields.items()
@@ -135,12 +150,24 @@ def observe_dcgm(body: bytes) -> Observed:
         used = record.fb_used_fraction
         if _finite(used):
             out.append(("gpu_fb_used_fraction", labels, used))
+        full = record.max_sm_clock_mhz
+        if full is not None and record.mig_instance is None:
+            out.append(("gpu_sm_clock_max_mhz", labels, full))
         if "clock_event_reasons" in record.fields or record.clock_events:
             # Zero reasons is evidence too: it eliminates throttling.
-            out.append(("gpu_clock_events", labels, float(len(record.clock_events))))
+            throttling = dcgm.throttle_count(record.clock_events)
+            if throttling is not None:
+                out.append(("gpu_clock_events", labels, float(throttling)))
     snapshot = {
         "gpus": [
-            {"gpu": r.gpu, "host": r.hostname, "clock_events": list(r.clock_events)}
+            {
+                "gpu": r.gpu,
+                "host": r.hostname,
+                "model": r.model_name,
+                "mig": r.mig_instance,
+                "mig_profile": r.mig_profile,
+                "clock_events": list(r.clock_events),
+            }
             for r in records
         ]
     }
@@ -264,7 +291,10 @@ def observe_nvml(reading: nvml_reading.NoGpu | tuple[nvml_reading.DeviceReading,
             if isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
                 out.append((f"nvml_{name}", labels, float(value)))
         reasons = device.fields.get("clock_event_reasons") or ()
-        out.append(("nvml_clock_events", labels, float(len(reasons))))
+        if "clock_event_reasons" in device.fields:
+            throttling = dcgm.throttle_count(tuple(reasons))  # gpu_idle is not throttling
+            if throttling is not None:
+                out.append(("nvml_clock_events", labels, float(throttling)))
         used = sum(p.used_bytes or 0 for p in device.processes)
         out.append(("nvml_process_used_bytes", labels, float(used)))
         devices.append(

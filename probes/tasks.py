@@ -277,7 +277,9 @@ def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOut
         else:
             return _unsupported(target, base)
     except (ExpositionError, ServerInfoError) as exc:
-        return PollOutcome(**base, ok=False, error_kind="malformed", error=str(exc)[:500])
+        # "no-engine-series" (EngineScrapeUnusable) says the answer was read but empty.
+        kind = getattr(exc, "kind", "malformed")
+        return PollOutcome(**base, ok=False, error_kind=kind, error=str(exc)[:500])
     return PollOutcome(**base, ok=True, snapshot=seen.snapshot, observations=seen.observations)
 
 

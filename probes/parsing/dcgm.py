@@ -1,10 +1,17 @@
 """dcgm-exporter scrape -> one record per GPU (reference/engine-metrics.md §3).
 
 GPU evidence (clock skew across TP ranks, thermal or power throttling, framebuffer
-pressure, XIDs) is compared per device, so series are regrouped by GPU. Label spellings
-changed over exporter versions (``UUID``/``uuid``, ``Hostname``/``hostname``); DCGM reports
+pressure, XIDs) is compared per device, so series are regrouped by GPU. A MIG instance
+(``GPU_I_ID``, ``GPU_I_PROFILE``) is a device of its own: its framebuffer is its slice, not
+the parent's, so it is never merged into the parent GPU's record. Label spellings changed
+over exporter versions (``UUID``/``uuid``, ``Hostname``/``hostname``); DCGM reports
 "blank"/"not supported" with sentinel values that must never reach a chart, so they become
 missing fields (named in ``GpuRecord.missing``).
+
+Clock-event reasons are not all throttling: ``gpu_idle`` is set whenever nothing runs (an
+idle V100 sits at 135 MHz with it), and clock settings, sync boost and display clocks are
+configuration. Only the thermal and power reasons (:data:`THROTTLE_EVENTS`) count as
+throttling; an unknown bit makes the count unknown rather than zero.
 """
 
 from __future__ import annotations
@@ -16,14 +23,17 @@ from types import MappingProxyType
 
 from probes.parsing.bitmask import decode_bits
 from probes.parsing.exposition import Exposition, Labels
+from probes.parsing.gpu_models import max_sm_clock_mhz
 
 __all__ = [
     "CLOCK_EVENT_BITS",
     "FIELDS",
+    "THROTTLE_EVENTS",
     "GpuRecord",
     "decode_clock_events",
     "gpu_records",
     "is_sentinel",
+    "throttle_count",
 ]
 
 # DCGM field (and the --use-old-namespace 1.x name) -> record field, with its unit.
@@ -87,6 +97,26 @@ CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
     (0x80, "hw_power_brake"),
     (0x100, "display_clocks"),
 )
+# The reasons that mean heat or power holds the clock down (both NVML spellings).
+THROTTLE_EVENTS = frozenset(
+    {
+        "power_cap", "sw_power_cap", "hw_slowdown", "sw_thermal", "sw_thermal_slowdown",
+        "hw_thermal", "hw_thermal_slowdown", "hw_power_brake", "hw_power_brake_slowdown",
+        "board_limit", "reliability",
+    }
+)  # fmt: skip
+_NOT_THROTTLE = frozenset(
+    {"gpu_idle", "clocks_setting", "applications_clocks_setting", "sync_boost", "display_clocks",
+     "display_clock_setting"}
+)  # fmt: skip
+
+
+def throttle_count(events: tuple[str, ...]) -> int | None:
+    """How many thermal/power reasons are active; None if a bit is one we cannot name."""
+    if any(e not in THROTTLE_EVENTS and e not in _NOT_THROTTLE for e in events):
+        return None
+    return sum(1 for e in events if e in THROTTLE_EVENTS)
+
 
 # DCGM_INT32_BLANK / DCGM_FP64_BLANK and their NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED
 # successors. Matched exactly: a real int64 counter (energy in mJ) passes 2**31 in hours.
@@ -117,6 +147,12 @@ class GpuRecord:
     missing: tuple[str, ...]
     clock_events: tuple[str, ...]
     xid: tuple[int, str] | None
+    mig_profile: str | None = None
+
+    @property
+    def max_sm_clock_mhz(self) -> float | None:
+        """The model's full SM clock (``gpu_models``), or None for an unknown model."""
+        return max_sm_clock_mhz(self.model_name)
 
     @property
     def fb_used_fraction(self) -> float | None:
@@ -150,6 +186,7 @@ def gpu_records(exp: Exposition) -> tuple[GpuRecord, ...]:
                 {
                     "labels": s.labels,
                     "model": _pick(labels, "modelName", "model_name"),
+                    "profile": labels.get("GPU_I_PROFILE"),
                     "fields": {},
                     "missing": [],
                     "xid": None,
@@ -177,6 +214,7 @@ def gpu_records(exp: Exposition) -> tuple[GpuRecord, ...]:
                 missing=tuple(sorted(set(rec["missing"]))),
                 clock_events=events,
                 xid=rec["xid"],
+                mig_profile=rec["profile"],
             )
         )
     return tuple(out)

@@ -14,6 +14,9 @@ Deliberate differences from prometheus_client:
 * Stricter: more than one timestamp token, quoted (UTF-8) metric or label names,
   ``__name__`` inside braces, and non-contiguous samples of an already-closed family are
   rejected (reserved ``__`` label names are rejected by both parsers).
+* A ``# TYPE`` or ``# HELP`` line with no metric name (an excerpt cut after the keyword)
+  is a comment, as in the Prometheus server's own text parser; prometheus_client raises
+  on ``# TYPE`` (the differential test on real excerpts pins this one difference).
 * Bounds on bytes, line length, series and labels per series (hostile endpoints).
 * Histograms are validated; broken series groups are reported and left out of
   :attr:`Exposition.histograms`, never silently used.

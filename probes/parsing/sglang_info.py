@@ -5,7 +5,8 @@ chunked-prefill size, static memory fraction, CUDA-graph batch sizes) and the pe
 ``internal_states`` (effective request cap, memory split), reference §2.4. The payload is
 otherwise large, version-dependent and attacker-controllable (it echoes env vars and the
 launch command), so only known keys with scalar values are kept, strings are clipped, and
-both size and nesting depth are bounded before ``json.loads`` runs.
+both size and nesting depth are bounded before ``json.loads`` runs. The gRPC server's
+``GetServerInfo`` has the same args nested under ``server_args`` (and no internal state).
 """
 
 from __future__ import annotations
@@ -187,11 +188,18 @@ def parse_server_info(
     _check_depth(text, max_depth)
     try:
         payload = json.loads(text)
+    except json.JSONDecodeError as err:
+        cut = " (the body ends mid-document: truncated?)" if err.pos >= len(text.rstrip()) else ""
+        raise ServerInfoMalformed(f"invalid JSON: {str(err)[:80]}{cut}") from None
     except (ValueError, RecursionError) as err:
         raise ServerInfoMalformed(f"invalid JSON: {str(err)[:80]}") from None
     if not isinstance(payload, dict):
         raise ServerInfoMalformed("top level is not an object")
-    args = {k: _scalar(payload[k]) for k in ARGS_OF_INTEREST if k in payload}
+    # The gRPC GetServerInfo (grpcurl's JSON) nests the args under "server_args"; the HTTP
+    # endpoint puts them at the top level. Top-level keys win where both exist.
+    nested = payload.get("server_args")
+    source = {**nested, **payload} if isinstance(nested, dict) else payload
+    args = {k: _scalar(source[k]) for k in ARGS_OF_INTEREST if k in source}
     states = payload.get("internal_states")
     ranks: list[RankState] = []
     truncated = False

@@ -115,6 +115,7 @@ def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
         ("engine", "iteration_tokens_p99"): [("", flat(4096 + 40))],
         ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(1410)) for g in range(4)],
         ("dcgm", "gpu_clock_events"): [(f"gpu={g}", flat(0)) for g in range(4)],
+        ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(97)) for g in range(4)],  # under load
     }
     result = evaluate(playbooks()["itl-spikes"], ATLAS, observations, NOW)
     assert result.ranking[0] == "oversized-prefill-chunks"
@@ -141,6 +142,7 @@ def _itl_observations(clocks: list[float], events: list[float] | None = None) ->
         ("engine", "itl_p50"): [("", flat(0.055))],
         ("engine", "iteration_tokens_p99"): [("", flat(500))],
         ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(c)) for g, c in enumerate(clocks)],
+        ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(96)) for g in range(len(clocks))],
     }
     if events is not None:
         observations[("dcgm", "gpu_clock_events")] = [

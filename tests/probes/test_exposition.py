@@ -15,7 +15,7 @@ from probes.parsing.exposition import (
 )
 from tests.probes.fixtures.scrapes import vllm_v1_scrape
 from tests.probes.reference_parser import normalized, reference_families
-from tests.support.samples import METRICS, samples_absent
+from tests.support.samples import METRICS, REAL, samples_absent
 
 SAMPLES = METRICS
 SAMPLE_FILES = sorted(SAMPLES.glob("*.prom")) if SAMPLES.is_dir() else []
@@ -202,3 +202,58 @@ def expositions(draw) -> str:
 @given(expositions())
 def test_differential_against_prometheus_client(text):
     _assert_same(text)
+
+
+# --- real excerpts users posted, whole and cut anywhere --------------------------------
+
+REAL_SCRAPES = (
+    sorted(
+        p
+        for folder in ("vllm_metrics", "sglang_metrics", "dcgm")
+        for p in (REAL / folder).glob("*.prom")
+    )
+    if REAL.is_dir()
+    else []
+)
+needs_real = pytest.mark.skipif(samples_absent(REAL), reason="shared samples not mounted")
+
+
+def _outcome(parse, data: bytes):
+    try:
+        return normalized(list(parse(data)))
+    except ExpositionError:
+        return "rejected"
+
+
+def _ours(data: bytes):
+    return parse_exposition(data).families.values()
+
+
+def _cuts(data: bytes) -> list[int]:
+    """Every line boundary, the byte before it, and every 7th byte in between."""
+    ends = {i + 1 for i, b in enumerate(data) if b == 0x0A}
+    return sorted(
+        ends | {e - 2 for e in ends if e >= 2} | set(range(0, len(data), 7)) | {len(data)}
+    )
+
+
+@needs_real
+@pytest.mark.parametrize("path", REAL_SCRAPES, ids=lambda p: p.name)
+def test_real_excerpts_parse_like_prometheus_client_whole_and_cut_anywhere(path):
+    """What agreement means on excerpts (cut mid-histogram, HELP/TYPE without samples, cut
+    mid-line): for every prefix of the file, both parsers accept it with the same families,
+    help, samples and values, or both reject it. One documented difference: a last line cut
+    to a bare ``# TYPE`` (no name) makes prometheus_client raise, while ours treats it as the
+    comment it is, as the Prometheus server's own parser does; ours then equals the
+    reference on the text without that partial line."""
+    data = path.read_bytes()
+    whole = _outcome(_ours, data)
+    assert whole != "rejected" and whole == _outcome(reference_families, data)
+    for cut in _cuts(data):
+        part = data[:cut]
+        ours, theirs = _outcome(_ours, part), _outcome(reference_families, part)
+        if ours == theirs:
+            continue
+        last = part.rsplit(b"\n", 1)[-1]
+        assert theirs == "rejected" and last.strip() in (b"# TYPE", b"# HELP"), (cut, last)
+        assert ours == _outcome(reference_families, part[: len(part) - len(last)])

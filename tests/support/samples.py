@@ -13,6 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ATLAS_SHARED_DIR", REPO.parent / "shared"))
 SAMPLES = SHARED / "samples"
 METRICS = SAMPLES / "metrics"
+# Verbatim excerpts users posted, one sidecar `<file>.source.txt` each (ground truth).
+REAL = SAMPLES / "real"
 PROFILER = SAMPLES / "profiler"
 MEMORY_SNAPSHOTS = PROFILER / "memory_snapshots"
 CHROME_TRACES = PROFILER / "chrome_traces"
