@@ -157,6 +157,9 @@ ZERO_COUNTED_EVENTS = (
 DEATH_CAUSES = frozenset({"cuda_oom", "startup_memory_error"})
 # vLLM prints its stats every 5-10 s; a rate needs at least that much log time.
 STATS_INTERVAL_S = 10.0
+# "No preemption" needs this much log time in one read (a pasted excerpt of two seconds
+# says nothing about the minutes around it), unless the log is followed continuously.
+MIN_ZERO_RATE_SPAN_S = 60.0
 MAX_UNRECOGNISED_KEPT = 5
 
 # Stats lines (vLLM V0/V1, SGLang batch lines) as the engine signals /metrics would give:
@@ -199,14 +202,19 @@ def _stands_in(events: Sequence[logevents.LogEvent]) -> list[Observation]:
 
 
 def _preemptions(
-    state: logevents.FollowerState, events: Sequence[logevents.LogEvent], clean: bool
+    state: logevents.FollowerState,
+    events: Sequence[logevents.LogEvent],
+    clean: bool,
+    followed: bool,
 ) -> list[Observation]:
     """Preemptions per second of log time, from what the log shows of them.
 
     vLLM V0 warns on every 50th preemption, V1 before 0.12 not at all, V1 from 0.12 adds
     ``Preemptions: N`` to a stats line only when N > 0, SGLang logs every retraction. So
     a positive count is evidence everywhere (a lower bound), zero only where the format
-    would have shown a preemption: SGLang, or a V1 stream already seen to print them.
+    would have shown a preemption (SGLang, or a V1 stream already seen to print them) and
+    the read covers enough time: a minute of log, or the time since the previous read of
+    a log followed from before.
     """
     seen = 0.0
     for event in events:
@@ -224,7 +232,8 @@ def _preemptions(
     shows_all = (state.flavour == "sglang" and "sglang_batch" in kinds) or (
         state.reports_preemptions and "stats" in kinds
     )
-    return [("preemptions_rate", "", 0.0)] if clean and shows_all else []
+    covered = followed or span >= MIN_ZERO_RATE_SPAN_S
+    return [("preemptions_rate", "", 0.0)] if clean and shows_all and covered else []
 
 
 def observe_log(
@@ -242,6 +251,7 @@ def observe_log(
     in the snapshot for people to read); evaluation holds every zero count in their
     window inconclusive.
     """
+    followed = state.line_no > 0  # this read continues where an earlier one stopped
     state, events = logevents.feed(state, chunk, now)
     counts: dict[str, int] = {}
     out: list[Observation] = []
@@ -277,6 +287,11 @@ def observe_log(
         # The engine died of something this read does not show: it may have been an OOM.
         counts[logevents.UNRECOGNISED] = counts.get(logevents.UNRECOGNISED, 0) + 1
         unrecognised.append(f"{deaths[0].text[:260]} (cause of death not in the log)")
+    if state.traceback:
+        # A traceback whose exception line is still to come: until it explains itself,
+        # it is an error nobody recognised.
+        counts[logevents.UNRECOGNISED] = counts.get(logevents.UNRECOGNISED, 0) + 1
+        unrecognised.append(f"{state.traceback[:260]} (its exception line not read yet)")
     clean = not counts.get(logevents.UNRECOGNISED) and not counts.get("line_truncated")
     if clean and state.flavour:
         for kind in ZERO_COUNTED_EVENTS:
@@ -287,7 +302,7 @@ def observe_log(
     out.extend(("log_events", f"kind={kind}", float(n)) for kind, n in sorted(counts.items()))
     out.extend((name, "", value) for name, value in sorted(stats_last.items()))
     out.extend(_stands_in(events))
-    out.extend(_preemptions(state, events, clean))
+    out.extend(_preemptions(state, events, clean, followed))
     snapshot = {"follower": _state_to_json(state), "events": kept}
     if unrecognised:
         snapshot["unrecognised"] = unrecognised[:MAX_UNRECOGNISED_KEPT]

@@ -235,8 +235,20 @@ def test_sglang_01x_new_fill_batch_and_bare_decode_status():
     assert batches[5]["kv_cache_usage"] == 0.24 and batches[5]["running"] == 5
     seen = _observed("sglang_0.1.x_new_fill_batch_2024-04.log")
     assert seen[("kv_cache_usage", "")] == 0.24
-    # SGLang logs every retraction: a clean read of its batch lines shows none here.
-    assert seen[("preemptions_rate", "")] == 0
+    # SGLang logs every retraction, but this excerpt has no clock: its span is unknown,
+    # so "no retraction" is not claimed for it.
+    assert ("preemptions_rate", "") not in seen
+
+
+def test_a_followed_sglang_log_shows_no_retraction_only_over_time_it_covered():
+    data = _read("sglang_2026_decode_batch_comma_cudagraph.log")
+    half = data.index(b"\n", len(data) // 2) + 1
+    state, first = observe.observe_log(FollowerState(), data[:half], NOW)
+    # Four seconds of a pasted log say nothing about retractions around them ...
+    assert not [o for o in first.observations if o[0] == "preemptions_rate"]
+    # ... the next read of a followed log covers the time since the previous one.
+    _, second = observe.observe_log(state, data[half:], NOW)
+    assert ("preemptions_rate", "", 0.0) in second.observations
 
 
 def test_sglang_046_prefill_batch_with_period_no_rank():
