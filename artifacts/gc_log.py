@@ -11,7 +11,14 @@ prefixes such as ``(EngineCore_DP0 pid=241) `` do not matter):
 * ``gc: collecting generation N...`` (3.14 incremental collector: ``young``/``old`` too)
 * ``gc: objects in each generation: a b c`` and ``gc: objects in permanent generation: p``
 * ``gc: done, U unreachable, V uncollectable, 0.0123s elapsed`` (parts optional: some
-  versions/paths print no elapsed time; 3.14 prints no ``done`` line at all)
+  versions/paths print no elapsed time; 3.14 prints no ``done`` line at all); an
+  elapsed time on the line after ``gc: done`` (``gc: 0.0123s elapsed.``) belongs to it.
+  A ``done`` line whose ``collecting`` line was cut off (an excerpt's first line) is a
+  collection of unknown generation (-1), its pause still known.
+* vLLM's own GC debug callback (``VLLM_GC_DEBUG``, ``vllm/utils/gc_utils.py``):
+  ``GC took 4442.360ms to complete. Collected 377 objects (out of 1052645) in GC
+  generation 2.`` (the ``(out of N)`` part from 0.11 on). It is logged when the
+  collection ends, so a timestamp on that line is the end of the pause.
 
 Timestamps come from vLLM lines (``INFO 01-05 08:00:01 [file.py:123] ...``, the V0 form
 without brackets, any log level), ISO ``2026-01-05T08:00:01(.123)`` / ``2026-01-05
@@ -61,7 +68,13 @@ _VLLM_TS = re.compile(
     r"\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\b"
 )
 _ISO_TS = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+_ELAPSED_ONLY = re.compile(r"(?:^|gc: |[\s,(])(\d+(?:\.\d+)?)s elapsed\.?\)?\s*$")
+_VLLM_GC = re.compile(
+    r"GC took (\d+(?:\.\d+)?) ?ms to complete\. Collected (\d+|\?) objects"
+    r"(?: \(out of (\d+)\))? in GC generation (\d+)"
+)
 _GEN_WORDS = {"young": 0, "incremental": 1, "old": 2}
+UNKNOWN_GENERATION = -1
 
 
 @dataclass
@@ -163,23 +176,61 @@ def parse_gc_lines(
     first_ts: float | None = None
     n = stamped = long_lines = dropped = 0
     current: Collection | None = None
+    done: Collection | None = None  # closed without an elapsed time: the next line may say
+
+    def keep(c: Collection, *, placed: bool = False) -> bool:
+        nonlocal dropped
+        if len(out) >= MAX_COLLECTIONS:
+            dropped += 1
+            return False
+        out.append(c)
+        if not placed:
+            open_.append(c)
+        return True
+
     for item in lines:
         line, cut = item if isinstance(item, tuple) else (item, False)
         n += 1
         long_lines += cut
         if deadline is not None and n % 65536 == 0:
             deadline.check()
-        if "gc: " in line:
+        if done is not None:
+            after, done = done, None
+            alone = "elapsed" in line and "gc: done" not in line and "collecting" not in line
+            if alone and (m := _ELAPSED_ONLY.search(line)) is not None:
+                after.elapsed_s = float(m.group(1))
+                continue
+        if "GC took " in line and (m := _VLLM_GC.search(line)) is not None:
+            ts = parse_timestamp(line, year)
+            gc = Collection(generation=min(int(m.group(4)), 9), line=n)
+            gc.elapsed_s = float(m.group(1)) / 1e3
+            if m.group(2) != "?":
+                gc.unreachable = int(m.group(2))
+            if m.group(3):
+                gc.objects = (int(m.group(3)),)
+            if ts is not None:  # logged at the end: the pause ran up to this stamp
+                gc.time_lo, gc.time_hi = ts - gc.elapsed_s, ts
+            else:
+                gc.time_lo = last_ts
+            keep(gc, placed=ts is not None)
+            if ts is None:
+                continue
+        elif "gc: " in line:
             m = _COLLECTING.search(line)
             if m:
                 g = m.group(1)
                 gen = int(g) if g.isdigit() else _GEN_WORDS[g]
                 current = Collection(generation=min(gen, 9), line=n, time_lo=last_ts)
-                if len(out) < MAX_COLLECTIONS:
-                    out.append(current)
-                    open_.append(current)
-                else:
-                    dropped += 1
+                if not keep(current):
+                    current = None
+                continue
+            if current is None and (m := _DONE.search(line)) and m.group(3):
+                # Its "collecting" line was cut off: the pause is known, the generation not.
+                orphan = Collection(generation=UNKNOWN_GENERATION, line=n, time_lo=last_ts)
+                orphan.elapsed_s = float(m.group(3))
+                orphan.unreachable = int(m.group(1)) if m.group(1) else None
+                orphan.uncollectable = int(m.group(2)) if m.group(2) else None
+                keep(orphan)
                 continue
             if current is not None:
                 m = _EACH.search(line)
@@ -194,6 +245,8 @@ def parse_gc_lines(
                         current.uncollectable = int(m.group(2))
                     if m.group(3):
                         current.elapsed_s = float(m.group(3))
+                    else:
+                        done = current
                     current = None
                     continue
                 if _PERMANENT.search(line):

@@ -11,7 +11,12 @@ CHROME_TRACE = "chrome-trace"
 GC_LOG = "gc-log"
 KINDS = (MEMORY_SNAPSHOT, CHROME_TRACE, GC_LOG)
 
-_GC_MARKERS = (b"gc: collecting generation", b"gc: done,", b"gc: objects in each generation")
+_GC_MARKERS = (
+    b"gc: collecting generation",
+    b"gc: done,",
+    b"gc: objects in each generation",
+    b"ms to complete. Collected ",  # vLLM's VLLM_GC_DEBUG callback
+)
 
 
 def _gunzip_head(head: bytes) -> bytes:

@@ -25,6 +25,7 @@ from probes.parsing.logevents import FollowerState
 
 LOG_READ_LIMIT = 1 << 20
 MAX_CYCLES = 1000
+MAX_UNRECOGNISED_SHOWN = 5
 
 
 @dataclass
@@ -36,6 +37,9 @@ class Endpoint:
     follower: FollowerState = field(default_factory=FollowerState)
     offset: int = 0
     errors: list[str] = field(default_factory=list)
+    # Log lines that looked like errors and matched no known event (shown to the user:
+    # they are why a zero count of OOMs or captures stays inconclusive).
+    unrecognised: list[str] = field(default_factory=list)
 
 
 class Diagnosis:
@@ -109,6 +113,8 @@ class Diagnosis:
             else:
                 when = datetime.fromtimestamp(now, tz=UTC)
                 endpoint.follower, seen = observe.observe_log(endpoint.follower, result.body, when)
+                room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
+                endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
                 header = result.headers.get("x-log-next-offset")
                 endpoint.offset = int(header) if header else endpoint.offset + len(result.body)
         except (ExpositionError, ValueError) as exc:
@@ -212,4 +218,7 @@ def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> d
             for a in diagnosis.artifacts
         ]
         out["artifact_errors"] = dict(diagnosis.artifact_errors)
+        out["log_unrecognised_errors"] = {
+            e.url: list(e.unrecognised) for e in diagnosis.endpoints if e.unrecognised
+        }
     return out

@@ -21,6 +21,7 @@ from typing import Any
 from investigations import budget as b
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
+from probes.parsing.logevents import UNRECOGNISED
 
 Point = tuple[float, float]
 # (source, signal) -> [(labels text "k=v,k=v", points sorted by time)]
@@ -30,6 +31,19 @@ Observations = Mapping[tuple[str, str], Sequence[tuple[str, Sequence[Point]]]]
 # evidence decisive, inconclusive evidence neutral.
 CONFIRM_LR = 4.0
 ELIMINATE_LR = 0.05
+
+# Engine signals a log's stats lines also give (probes.observe): read from the log only
+# when no engine target reported the signal, so a log-only investigation has evidence.
+LOG_STANDS_IN = frozenset(
+    {
+        "kv_cache_usage",
+        "requests_running",
+        "requests_waiting",
+        "preemptions_rate",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ def select(measure: Measure, observations: Observations, now: float) -> list[lis
     one: per-rank series of the same signal would otherwise be counted twice.
     """
     series = observations.get((measure.source, measure.signal), ())
+    if not series and measure.source == "engine" and measure.signal in LOG_STANDS_IN:
+        series = observations.get(("log", measure.signal), ())
     wanted = measure.labels.items()
     matching = [(labels, points) for labels, points in series if wanted <= _labels(labels).items()]
     if not measure.labels and any(labels == "" for labels, _ in matching):
@@ -129,8 +145,33 @@ def _gated(measure: Measure, observations: Observations, matching: list) -> list
     return kept
 
 
+def unrecognised_errors(measure: Measure, observations: Observations, now: float) -> float:
+    """Log lines in the measure's window that looked like errors and matched no event.
+
+    Only a count of log events can be held back by them: a zero count is evidence of
+    absence only if every error the log showed was one the parser knows.
+    """
+    if measure.source != "log" or measure.signal != "log_events":
+        return 0.0
+    if measure.labels.get("kind") == UNRECOGNISED:
+        return 0.0
+    probe = Measure("log_events", "log", "sum", measure.window_s, {"kind": UNRECOGNISED})
+    return _reduce(probe, observations, now) or 0.0
+
+
 def reduce(measure: Measure, observations: Observations, now: float) -> float | None:
-    """The measure's one number over its window, or None when nothing was observed."""
+    """The measure's one number over its window, or None when nothing was observed.
+
+    A zero count of log events beside unrecognised error lines is None, not zero: the
+    line nobody could read may be the very event counted (an OOM in a new wording).
+    """
+    value = _reduce(measure, observations, now)
+    if value is not None and value <= 0 and unrecognised_errors(measure, observations, now):
+        return None
+    return value
+
+
+def _reduce(measure: Measure, observations: Observations, now: float) -> float | None:
     series = [points for points in select(measure, observations, now) if points]
     if not series:
         return None
@@ -249,7 +290,9 @@ def compare(op: str, measured: float, threshold: float) -> bool:
     }[op]
 
 
-def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> CheckResult:
+def evaluate_check(
+    check: Check, measured: float | None, scope: Mapping, no_data: str = "no data in the window"
+) -> CheckResult:
     confirm_at, confirm_missing = threshold_of(check.confirm, scope)
     eliminate_at, eliminate_missing = threshold_of(check.eliminate, scope)
     base: dict[str, Any] = {
@@ -261,7 +304,7 @@ def evaluate_check(check: Check, measured: float | None, scope: Mapping) -> Chec
         "window_s": check.measure.window_s,
     }
     if measured is None:
-        return CheckResult(**base, outcome="inconclusive", reason="no data in the window")
+        return CheckResult(**base, outcome="inconclusive", reason=no_data)
     if check.confirm and confirm_at is not None and compare(check.confirm.op, measured, confirm_at):
         reason = f"{measured:.4g} {check.confirm.op} {confirm_at:.4g}"
         return CheckResult(**base, outcome="confirm", reason=reason)
@@ -340,14 +383,24 @@ def evaluate(
     decisions = decisions or {}
     expected = expected_values(budget, observations, now)
     observed = {}
+    no_data: dict[str, str] = {}
     for node in playbook.walk():
         for check in node.checks:
             observed[check.id] = reduce(check.measure, observations, now)
+            if observed[check.id] is None and (
+                n := unrecognised_errors(check.measure, observations, now)
+            ):
+                no_data[check.id] = (
+                    f"no count: {n:g} log lines looked like errors no known event matches"
+                )
     scope = _scope(budget, expected, observed, baseline or {})
     alarm = evaluate_alarm(playbook.alarm, observations, now, scope)
 
     def visit(node: Hypothesis, inherited: float) -> NodeResult:
-        results = tuple(evaluate_check(c, observed[c.id], scope) for c in node.checks)
+        results = tuple(
+            evaluate_check(c, observed[c.id], scope, no_data.get(c.id, "no data in the window"))
+            for c in node.checks
+        )
         score = inherited * node.prior * _likelihood(results)
         state = decisions.get(node.key, "open")
         if state == "eliminated":

@@ -37,7 +37,12 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "dcgm": re.compile(r"^gpu_[a-z0-9_]+$"),
     "nvml": re.compile(r"^nvml_[a-z0-9_]+$"),
     "prometheus": re.compile(r"^[a-z][a-z0-9_]{0,47}$"),
-    "log": re.compile(r"^(log_events|log_stats_[a-z0-9_]+)$"),
+    # Besides its own, a log gives the engine signals its stats lines carry
+    # (evaluation.LOG_STANDS_IN), read when no engine target reports them.
+    "log": re.compile(
+        r"^(log_events|log_stats_[a-z0-9_]+|kv_cache_usage|requests_(running|waiting)"
+        r"|(preemptions|prompt_tokens|generation_tokens)_rate)$"
+    ),
     "artifact": re.compile(r"^artifact_[a-z0-9_]+$"),
 }
 

@@ -180,6 +180,87 @@ ZERO_COUNTED_EVENTS = (
     "restart",
     "kv_retraction",
 )
+# Events that explain an engine's death: beside none of them, its cause is not in the log.
+DEATH_CAUSES = frozenset({"cuda_oom", "startup_memory_error"})
+# vLLM prints its stats every 5-10 s; a rate needs at least that much log time.
+STATS_INTERVAL_S = 10.0
+# "No preemption" needs this much log time in one read (a pasted excerpt of two seconds
+# says nothing about the minutes around it), unless the log is followed continuously.
+MIN_ZERO_RATE_SPAN_S = 60.0
+MAX_UNRECOGNISED_KEPT = 5
+
+# Stats lines (vLLM V0/V1, SGLang batch lines) as the engine signals /metrics would give:
+# (event kind, value name) -> (signal, scale). Aggregated over engines like a scrape:
+# KV usage is the fullest engine's, counts and rates add up.
+_STANDS_IN = {
+    ("stats", "kv_cache_usage_pct"): ("kv_cache_usage", 0.01),
+    ("stats", "running"): ("requests_running", 1.0),
+    ("stats", "waiting"): ("requests_waiting", 1.0),
+    ("stats", "prompt_throughput"): ("prompt_tokens_rate", 1.0),
+    ("stats", "generation_throughput"): ("generation_tokens_rate", 1.0),
+    ("sglang_batch", "kv_cache_usage"): ("kv_cache_usage", 1.0),
+    ("sglang_batch", "running"): ("requests_running", 1.0),
+    ("sglang_batch", "waiting"): ("requests_waiting", 1.0),
+    ("sglang_batch", "generation_throughput"): ("generation_tokens_rate", 1.0),
+}
+_MAX_OVER_ENGINES = frozenset({"kv_cache_usage"})
+
+
+def _engine_key(event: logevents.LogEvent) -> str:
+    engine = event.values.get("engine")
+    return str(engine) if engine is not None else (event.process or "")
+
+
+def _stands_in(events: Sequence[logevents.LogEvent]) -> list[Observation]:
+    """The last value each engine's stats lines gave this cycle, as engine signals."""
+    last: dict[tuple[str, str], float] = {}
+    for event in events:
+        for name, value in event.values.items():
+            target = _STANDS_IN.get((event.kind, name))
+            if target is not None and isinstance(value, float):
+                last[(target[0], _engine_key(event))] = value * target[1]
+    merged: dict[str, float] = {}
+    for (signal, _), value in last.items():
+        if signal in _MAX_OVER_ENGINES:
+            merged[signal] = max(value, merged.get(signal, value))
+        else:
+            merged[signal] = merged.get(signal, 0.0) + value
+    return [(signal, "", value) for signal, value in sorted(merged.items())]
+
+
+def _preemptions(
+    state: logevents.FollowerState,
+    events: Sequence[logevents.LogEvent],
+    clean: bool,
+    followed: bool,
+) -> list[Observation]:
+    """Preemptions per second of log time, from what the log shows of them.
+
+    vLLM V0 warns on every 50th preemption, V1 before 0.12 not at all, V1 from 0.12 adds
+    ``Preemptions: N`` to a stats line only when N > 0, SGLang logs every retraction. So
+    a positive count is evidence everywhere (a lower bound), zero only where the format
+    would have shown a preemption (SGLang, or a V1 stream already seen to print them) and
+    the read covers enough time: a minute of log, or the time since the previous read of
+    a log followed from before.
+    """
+    seen = 0.0
+    for event in events:
+        if event.kind == "preemption":
+            seen += 1
+        elif event.kind == "stats":
+            seen += float(event.values.get("preemptions", 0.0))
+        elif event.kind == "kv_retraction":
+            seen += float(event.values.get("retracted_reqs", 1.0))
+    times = [e.timestamp for e in events if e.timestamp is not None]
+    span = (max(times) - min(times)).total_seconds() if times else 0.0
+    if seen > 0:
+        return [("preemptions_rate", "", seen / max(span, STATS_INTERVAL_S))]
+    kinds = {e.kind for e in events}
+    shows_all = (state.flavour == "sglang" and "sglang_batch" in kinds) or (
+        state.reports_preemptions and "stats" in kinds
+    )
+    covered = followed or span >= MIN_ZERO_RATE_SPAN_S
+    return [("preemptions_rate", "", 0.0)] if clean and shows_all and covered else []
 
 
 def observe_log(
@@ -189,19 +270,31 @@ def observe_log(
 
     The follower state (carry-over partial line, warm-up flag) travels in the snapshot
     so the next cycle continues where this one stopped.
+
+    Absence is not evidence: the incident kinds are counted at 0 only when this read was
+    complete (no line cut short) and clean (no line that looked like an error went
+    unrecognised, no engine death without its cause) in a format the parser knows. Lines
+    that looked like errors are counted as ``kind=unrecognised_error`` (the first few kept
+    in the snapshot for people to read); evaluation holds every zero count in their
+    window inconclusive.
     """
+    followed = state.line_no > 0  # this read continues where an earlier one stopped
     state, events = logevents.feed(state, chunk, now)
     counts: dict[str, int] = {}
     out: list[Observation] = []
     kept = []
+    unrecognised: list[str] = []
+    stats_last: dict[str, float] = {}
     for event in events:
         kind = event.kind
         if kind == "cuda_graph_capture_finished" and event.values.get("after_warmup"):
             kind = "cuda_graph_capture_after_warmup"
         counts[kind] = counts.get(kind, 0) + 1
+        if kind == logevents.UNRECOGNISED:
+            unrecognised.append(event.text[:300])
         if event.kind == "stats":
-            out.extend(
-                (f"log_stats_{name}", "", float(value))
+            stats_last.update(
+                (f"log_stats_{name}", float(value))
                 for name, value in event.values.items()
                 if isinstance(value, int | float) and not isinstance(value, bool)
             )
@@ -216,15 +309,30 @@ def observe_log(
                     },
                 }
             )
-    # A log read with no OOM in it is evidence of no OOM: count the incident kinds even at 0,
-    # so "no CUDA OOM since the fix" can hold rather than stay unknown.
-    for kind in ZERO_COUNTED_EVENTS:
-        counts.setdefault(kind, 0)
-    # "No capture after warm-up" is only known once the follower has seen warm-up end.
-    if state.warm:
-        counts.setdefault("cuda_graph_capture_after_warmup", 0)
+    deaths = [e for e in events if e.kind == "engine_died"]
+    if deaths and not any(e.kind in DEATH_CAUSES for e in events):
+        # The engine died of something this read does not show: it may have been an OOM.
+        counts[logevents.UNRECOGNISED] = counts.get(logevents.UNRECOGNISED, 0) + 1
+        unrecognised.append(f"{deaths[0].text[:260]} (cause of death not in the log)")
+    if state.traceback:
+        # A traceback whose exception line is still to come: until it explains itself,
+        # it is an error nobody recognised.
+        counts[logevents.UNRECOGNISED] = counts.get(logevents.UNRECOGNISED, 0) + 1
+        unrecognised.append(f"{state.traceback[:260]} (its exception line not read yet)")
+    clean = not counts.get(logevents.UNRECOGNISED) and not counts.get("line_truncated")
+    if clean and state.flavour:
+        for kind in ZERO_COUNTED_EVENTS:
+            counts.setdefault(kind, 0)
+        # "No capture after warm-up" is only known once the follower has seen warm-up end.
+        if state.warm:
+            counts.setdefault("cuda_graph_capture_after_warmup", 0)
     out.extend(("log_events", f"kind={kind}", float(n)) for kind, n in sorted(counts.items()))
+    out.extend((name, "", value) for name, value in sorted(stats_last.items()))
+    out.extend(_stands_in(events))
+    out.extend(_preemptions(state, events, clean, followed))
     snapshot = {"follower": _state_to_json(state), "events": kept}
+    if unrecognised:
+        snapshot["unrecognised"] = unrecognised[:MAX_UNRECOGNISED_KEPT]
     return state, Observed(snapshot, tuple(dict.fromkeys(out)))
 
 
@@ -236,6 +344,11 @@ def _state_to_json(state: logevents.FollowerState) -> dict:
         "started": state.started,
         "warm": state.warm,
         "capturing": state.capturing,
+        "held": state.held,
+        "held_line_no": state.held_line_no,
+        "traceback": state.traceback,
+        "flavour": state.flavour,
+        "reports_preemptions": state.reports_preemptions,
     }
 
 
@@ -249,6 +362,11 @@ def state_from_json(data: Mapping | None) -> logevents.FollowerState:
         started=bool(data.get("started", False)),
         warm=bool(data.get("warm", False)),
         capturing=bool(data.get("capturing", False)),
+        held=str(data.get("held", ""))[: logevents.MAX_LINE],
+        held_line_no=int(data.get("held_line_no", 0)),
+        traceback=str(data.get("traceback", ""))[:512],
+        flavour=str(data.get("flavour", ""))[:16],
+        reports_preemptions=bool(data.get("reports_preemptions", False)),
     )
 
 

@@ -1,21 +1,27 @@
 """Events from vLLM / SGLang engine logs (reference/engine-metrics.md §6, §2.5).
 
 The memory-pressure playbook needs "CUDA graphs captured *after* warm-up" (pool growth
-that coincides with reserved-memory steps), startup memory budgets, OOMs, restarts, SGLang
-retractions and the periodic stats lines; operators grep for exactly these lines.
+that coincides with reserved-memory steps), startup memory budgets, OOMs, engine deaths,
+restarts, preemptions (SGLang: retractions) and the periodic stats lines; operators grep
+for exactly these lines. docs/inputs-logs.md lists every wording read, per engine and
+version, and what it becomes.
 
-Prefix variants handled (message text is matched after the prefix is stripped):
+A record's prefixes (container runtime, journald, compose, bullets of a paste, the
+engine's own head in every era) are peeled by :mod:`probes.parsing.logprefix`; the
+message is matched after that. Lines a viewer glued together are cut apart before a
+record head; a stats or batch record a viewer hard-wrapped is joined with its rest only
+when the rest cannot be a record of its own (two records are never merged into one).
+Traceback frames and source echo are never events.
 
-* vLLM >= 0.11: ``(EngineCore_DP0 pid=241) INFO 02-12 19:50:09 [file.py:123] msg``
-* vLLM 0.10.x / older V1 without the process prefix: ``INFO 02-12 19:50:09 [file.py:123] msg``
-* old V0: ``INFO 05-30 06:41:50 model_runner.py:1562] msg`` (no opening bracket)
-* SGLang: ``[2025-01-15 10:23:45 TP0] msg`` / ``[2025-01-15 10:23:45] msg`` (has a year)
-* anything else (tqdm bars, tracebacks) is matched as a bare message without a timestamp.
+A line that looks like an error (``out of memory``, ``Traceback``, ``failed``, ``Error``,
+level ERROR) but matches no known event becomes an ``unrecognised_error`` event: the one
+thing that must not happen is that an OOM in a wording nobody taught the parser counts
+as "no OOM". A traceback whose final exception line is a known event is explained by it.
 
-vLLM lines carry no year: it is inferred from ``now`` (a month/day later than now's
-belongs to the previous year). :func:`feed` is a pure reducer over byte chunks that may
-split lines (and UTF-8 sequences) anywhere; lines longer than ``max_line`` are truncated
-and flagged with a ``line_truncated`` event.
+:func:`feed` is a pure reducer over byte chunks that may split lines (and UTF-8
+sequences) anywhere; lines longer than ``max_line`` are truncated and flagged with a
+``line_truncated`` event; every regular expression runs on at most ``max_line``
+characters, so a chunk costs time linear in its size.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
+from probes.parsing.logprefix import Head, infer_year, split_glued, split_record
+
 __all__ = [
+    "UNRECOGNISED",
     "FollowerState",
     "LogEvent",
     "LogFollower",
@@ -37,25 +46,18 @@ __all__ = [
 ]
 
 MAX_LINE = 16 * 1024
+UNRECOGNISED = "unrecognised_error"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
-
-_VLLM_RE = re.compile(
-    r"^(?:\((?P<proc>[^()]{1,64}?) pid=\d+\)\s+)?"
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)"
-    r"(?:[.,]\d+)? \[?(?P<src>[^\s\]]+:\d+)\] (?P<msg>.*)$"
-)
-_SGLANG_RE = re.compile(
-    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?: (?P<proc>[^\]]{1,64}))?\] "
-    r"(?P<msg>.*)$"
-)
 
 _NUM = r"(\d+(?:\.\d+)?)"
 _CAPTURE_FINISHED = re.compile(
     rf"(Encoder )?[Gg]raph capturing finished in {_NUM} secs?, took {_NUM} GiB"
 )
 _CAPTURE_START = re.compile(
-    r"Capturing cudagraphs for decoding|^Capturing CUDA graphs?(?: shapes| \((?P<mode>[^)]*)\))?"
+    r"Capturing cudagraphs for decoding|^Capturing (?:prefill )?CUDA graphs?"
+    r"(?: shapes| \((?P<mode>[^)]*)\))?"
     r"|Capture (?:cuda graph|(?P<target>[\w ]+?) CUDA graph) begin"
+    rf"|^Capturing batches \(bs=(?P<bs>\d+) avail_mem={_NUM} ?GB\)"
 )
 _SGLANG_CAPTURE_END = re.compile(
     rf"Capture (?:cuda graph|(?P<target>[\w ]+?) CUDA graph) end\..*?"
@@ -70,9 +72,28 @@ _SGLANG_BUDGET = re.compile(
     r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
     rf"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem={_NUM} GB)?"
 )
+_PREEMPTED = re.compile(
+    r"Sequence group (?P<seq>\S+) is preempted (?:by|in) (?:PreemptionMode\.)?"
+    r"(?P<mode>RECOMPUTE|SWAP)\b(?:.*?total_(?:num_)?cumulative_preemption(?:_cnt)? ?= ?"
+    r"(?P<total>\d+))?"
+)
+# SGLang's retraction, both wordings (0.1.x-0.4: "decode out of memory happened").
+_RETRACT = re.compile(
+    r"(?:KV cache pool is full\. Retract requests\.|[Dd]ecode out of memory happened[.,])"
+    r" #retracted_reqs: (\d+)(?:, #new_tokens_gained: (\d+))?"
+    rf"(?:, #new_token_ratio: {_NUM} -> {_NUM})?"
+)
 _OOM = re.compile(
-    rf"(?:torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory)"
-    rf"(?:.*?Tried to allocate {_NUM} (GiB|MiB|KiB))?"
+    r"(?P<cuda>\bOutOfMemoryError\b|CUDA out of memory|HIP out of memory"
+    r"|(?:CUDA|HIP|cuda|hip)(?: driver)? error: out of memory|cudaErrorMemoryAllocation"
+    r"|CUBLAS_STATUS_ALLOC_FAILED)"
+    r"|(?P<pool>\b(?:Prefill|Decode) out of memory(?! happened)"
+    r"|Not enough memory\. Please try to increase --mem-fraction-static)"
+)
+_TRIED = re.compile(rf"Tried to allocate {_NUM} ?(GiB|MiB|KiB|GB|MB)")
+_STARTUP_MEMORY = re.compile(
+    r"No available memory for the cache blocks|larger than the available KV cache memory"
+    r"|insufficient (?:GPU )?memory|Free memory on device .*? is less than desired GPU memory"
 )
 _SERVER_START = re.compile(
     r"vLLM API server version (\S+)|Starting vLLM API server|server_args=ServerArgs\("
@@ -82,15 +103,20 @@ _READY = re.compile(
     rf"|init engine \(profile, create kv cache, warmup model\) took {_NUM} s"
 )
 _DIED = re.compile(
-    r"Engine core proc \S+ died unexpectedly|EngineDeadError|"
-    r"EngineCore (?:encountered a fatal error|failed to start)"
+    r"Engine core proc \S+ died unexpectedly|(?:Async)?EngineDeadError"
+    r"|EngineCore (?:encountered a fatal error|failed\b)|Engine core initialization failed"
+    r"|Engine process failed to start|Engine background task failed"
+    r"|AsyncLLM output_handler failed|Background loop (?:has errored|is not running)"
+    r"|Writing input of failed execution"
+    r"|\b\w+ hit an exception"
+    r"|Received sigquit from a child process|Initialization failed\. warmup error"
 )
-_RETRACT = re.compile(
-    r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)"
-    rf"(?:, #new_tokens_gained: (\d+))?(?:, #new_token_ratio: {_NUM} -> {_NUM})?"
+_GC_TOOK = re.compile(
+    rf"GC took {_NUM} ?ms to complete\. Collected (\d+|\?) objects(?: \(out of (\d+)\))?"
+    r" in GC generation (\d+)"
 )
 _STATS_HEAD = re.compile(r"^(?:Engine (\d+)|(\d+) Engines Aggregated): ")
-_PAIR = re.compile(r"([#A-Za-z][#A-Za-z ()/\-]*?): (-?\d+(?:\.\d+)?|True|False)")
+_PAIR = re.compile(r"([#A-Za-z][#\w ()/\-]*?): (-?\d+(?:\.\d+)?|True|False)")
 _STATS_KEYS = {
     "Avg prompt throughput": "prompt_throughput",
     "Avg generation throughput": "generation_throughput",
@@ -105,6 +131,37 @@ _STATS_KEYS = {
     "External prefix cache hit rate": "external_prefix_cache_hit_rate_pct",
     "MM cache hit rate": "mm_cache_hit_rate_pct",
 }
+# SGLang scheduler lines in every era: 0.1.x "new fill batch." and the bare decode status
+# "#running-req: ..., token usage: ...", then "Prefill batch." / "Decode batch." and, from
+# 2025, "Prefill batch," / "Decode batch,".
+_BATCH = re.compile(
+    r"^(?:(?P<phase>new fill batch|Prefill batch|Decode batch|Prefill|Decode)[.,] "
+    r"|(?=#running[-_]req: ))"
+)
+_BATCH_KEYS = {
+    "#running-req": "running",
+    "#running_req": "running",
+    "#queue-req": "waiting",
+    "#queue_req": "waiting",
+    "#remaining_req": "waiting",
+    "token usage": "kv_cache_usage",
+    "full token usage": "kv_cache_usage",
+    "swa token usage": "swa_kv_cache_usage",
+    "gen throughput (token/s)": "generation_throughput",
+    "input throughput (token/s)": "prompt_throughput",
+    "tree_cache_hit_rate": "prefix_cache_hit_rate_pct",
+}
+# A stats or batch record ends on a value; anything else was cut by a viewer's wrap.
+_COMPLETE_END = re.compile(r"(?:\d%?|True|False|reqs|tokens/s|\))[.,]?\s*$")
+# Traceback frames, source echo and caret markers: never events, never "unrecognised".
+_ECHO = re.compile(r"(?: {4}|\t)|\s*(?:File \"|[\^~]+\s*$|\.\.\.<\d+ lines>\.\.\.)")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+_ERRORISH = re.compile(
+    r"out of memory|\bOOM\b|Traceback|\bfail(?:ed|ure|s)?\b|\berror\b|\w+Error\b"
+    r"|\bexception\b|\bfatal\b|segmentation fault|core dumped|\bkilled\b|\bpanic",
+    re.IGNORECASE,
+)
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +173,7 @@ class LogEvent:
     process: str | None
     values: Mapping[str, float | str | bool]
     text: str
+    received_at: datetime | None = None  # the collector's stamp (container runtime), UTC
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +184,11 @@ class FollowerState:
     started: bool = False
     warm: bool = False
     capturing: bool = False
-
-
-def infer_year(month: int, day: int, now: datetime) -> int:
-    """Logs omit the year: a date later in the year than ``now`` is from last year."""
-    return now.year - 1 if (month, day) > (now.month, now.day) else now.year
-
-
-def _timestamp(md: str, hms: str, now: datetime) -> datetime | None:
-    month, day = int(md[:2]), int(md[3:])
-    year = infer_year(month, day, now)
-    for y in range(year, year - 8, -1):  # 02-29 belongs to the latest leap year
-        try:
-            return datetime.strptime(f"{y}-{md} {hms}", "%Y-%m-%d %H:%M:%S")
-        except ValueError:
-            if (month, day) != (2, 29):
-                return None
-    return None
+    held: str = ""  # a stats/batch record a viewer's wrap cut, waiting for its rest
+    held_line_no: int = 0
+    traceback: str = ""  # a "Traceback" header whose final exception line is not read yet
+    flavour: str = ""  # "vllm" | "sglang": the engine whose format the log was read in
+    reports_preemptions: bool = False  # V1 stats lines carry "Preemptions:" (>= 0.12)
 
 
 def _num(text: str) -> float:
@@ -171,32 +217,64 @@ def _stats(msg: str) -> dict[str, float | str | bool] | None:
     return values
 
 
+def _batch(msg: str) -> dict[str, float | str | bool] | None:
+    found = _BATCH.match(msg)
+    if found is None:
+        return None
+    phase = found["phase"] or "decode"
+    values: dict[str, float | str | bool] = {
+        "phase": "prefill" if phase == "new fill batch" else phase.split(" ", 1)[0].lower()
+    }
+    for key, value in _PAIR.findall(msg):
+        key = key.strip()
+        parsed = value == "True" if value in ("True", "False") else float(value)
+        values[key] = parsed
+        if key in _BATCH_KEYS:
+            values[_BATCH_KEYS[key]] = parsed
+    return values
+
+
+def _oom(msg: str, found: re.Match[str]) -> dict[str, float | str | bool]:
+    values: dict[str, float | str | bool] = {"where": "cuda" if found["cuda"] else "kv_pool"}
+    if (tried := _TRIED.search(msg)) is not None:
+        scale = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
+        values["tried_gib"] = float(tried[1]) * scale[tried[2]]
+    return values
+
+
+def _is_echo(msg: str) -> bool:
+    """A traceback's frame, source or caret line: the exception line says what happened."""
+    return _ECHO.match(msg) is not None
+
+
 def parse_line(
     line: str, line_no: int, now: datetime, state: FollowerState
 ) -> tuple[FollowerState, list[LogEvent]]:
-    """One complete line -> events; ``state`` carries warm-up and restart context."""
-    m = _VLLM_RE.match(line)
-    ts = level = proc = None
-    if m is not None:
-        ts, level, proc = _timestamp(m["md"], m["hms"], now), m["level"], m["proc"]
-        msg = m["msg"]
-    else:
-        m = _SGLANG_RE.match(line)
-        if m is not None:
-            try:
-                ts = datetime.strptime(f"{m['date']} {m['hms']}", "%Y-%m-%d %H:%M:%S")
-            except ValueError:
-                ts = None
-            proc, msg = m["proc"], m["msg"]
-        else:
-            msg = line.strip()
+    """One complete record -> events; ``state`` carries warm-up, restart and traceback
+    context. ``line`` is one record (see :func:`feed` for glued and wrapped lines)."""
+    head = split_record(line, now)
+    return _parse_head(head, line, line_no, state)
+
+
+def _parse_head(
+    head: Head, line: str, line_no: int, state: FollowerState
+) -> tuple[FollowerState, list[LogEvent]]:
+    msg = head.msg
     events: list[LogEvent] = []
 
-    def emit(kind: str, **values: float | str | bool) -> None:
+    def emit(kind: str, text: str = line, **values: float | str | bool) -> None:
         events.append(
-            LogEvent(kind, line_no, ts, level, proc, MappingProxyType(values), line[:512])
-        )
+            LogEvent(
+                kind, line_no, head.timestamp, head.level, head.process,
+                MappingProxyType(values), text[:512], head.received_at,
+            )
+        )  # fmt: skip
 
+    if head.flavour in ("vllm", "sglang") and state.flavour != head.flavour:
+        state = replace(state, flavour=head.flavour)
+    if _is_echo(msg) or not msg.strip():
+        return state, events
+    msg = msg.strip()
     if (found := _CAPTURE_FINISHED.search(msg)) is not None:
         emit(
             "cuda_graph_capture_finished",
@@ -217,11 +295,13 @@ def parse_line(
         state = replace(state, capturing=False)
     elif (found := _CAPTURE_START.search(msg)) is not None:
         if not state.capturing:  # tqdm redraws the bar; report the capture once
-            emit(
-                "cuda_graph_capture_started",
-                mode=found["mode"] or found["target"] or "",
-                after_warmup=state.warm,
-            )
+            values: dict[str, float | str | bool] = {
+                "mode": found["mode"] or found["target"] or "",
+                "after_warmup": state.warm,
+            }
+            if found["bs"]:
+                values |= {"bs": float(found["bs"]), "avail_mem_gb": float(found[4])}
+            emit("cuda_graph_capture_started", **values)
             state = replace(state, capturing=True)
     elif (found := _CHUNKED.search(msg)) is not None:
         emit("chunked_prefill", max_num_batched_tokens=_num(found[1]))
@@ -244,38 +324,138 @@ def parse_line(
             "sglang_budget",
             **{n: float(v) for n, v in zip(names, found.groups(), strict=True) if v},
         )
-    elif (found := _OOM.search(msg)) is not None:
-        values: dict[str, float | str | bool] = {}
-        if found[1]:
-            scale = {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2}[found[2]]
-            values["tried_gib"] = float(found[1]) * scale
-        emit("cuda_oom", **values)
+    elif (found := _PREEMPTED.search(msg)) is not None:
+        values = {"mode": found["mode"]}
+        if found["total"]:
+            values["cumulative"] = float(found["total"])
+        emit("preemption", **values)
     elif (found := _RETRACT.search(msg)) is not None:
         values = {"retracted_reqs": float(found[1])}
         if found[3]:
             values |= {"new_token_ratio_before": float(found[3])}
             values |= {"new_token_ratio_after": float(found[4])}
         emit("kv_retraction", **values)
+        state = replace(state, flavour="sglang")
+    elif (found := _OOM.search(msg)) is not None:
+        emit("cuda_oom", **_oom(msg, found))
+    elif (found := _DIED.search(msg)) is not None:
+        emit("engine_died", reason=found[0])
+    elif _STARTUP_MEMORY.search(msg) is not None:
+        emit("startup_memory_error")
+    elif (found := _GC_TOOK.search(msg)) is not None:
+        values = {"ms": float(found[1]), "generation": float(found[4])}
+        if found[2] != "?":
+            values["collected"] = float(found[2])
+        if found[3]:
+            values["objects"] = float(found[3])
+        emit("gc_pause", **values)
     elif (found := _SERVER_START.search(msg)) is not None:
         if state.started:
             emit("restart")
         emit("server_start", version=found[1] or "")
-        state = FollowerState(state.carry, state.line_no, state.discarding, True, False, False)
-    elif _DIED.search(msg) is not None:
-        emit("engine_died")
+        state = replace(state, started=True, warm=False, capturing=False)
     elif (found := _READY.search(msg)) is not None:
         emit("engine_ready")
         state = replace(state, warm=True, started=True)
     elif (stats := _stats(msg)) is not None:
         emit("stats", **stats)
-        state = replace(state, warm=True)
-    elif msg.startswith(("Prefill batch", "Decode batch")):
-        values = {"phase": msg.split(" ", 1)[0].lower()}
-        for key, value in _PAIR.findall(msg):
-            values[key.strip()] = value == "True" if value in ("True", "False") else float(value)
-        emit("sglang_batch", **values)
-        state = replace(state, warm=True)
+        state = replace(state, warm=True, flavour="vllm")
+        if "preemptions" in stats:
+            state = replace(state, reports_preemptions=True)
+    elif (batch := _batch(msg)) is not None:
+        emit("sglang_batch", **batch)
+        state = replace(state, warm=True, flavour="sglang")
+    if state.traceback and not _TRACEBACK.search(msg):
+        # The first line after a traceback's frames is its exception: a known event
+        # explains the traceback, anything else leaves it unrecognised.
+        if not events:
+            emit(UNRECOGNISED, text=state.traceback)
+        state = replace(state, traceback="")
+    if events:
+        return state, events
+    if _TRACEBACK.search(msg):
+        return replace(state, traceback=line[:512]), events
+    if head.level in _ERROR_LEVELS or _ERRORISH.search(msg):
+        emit(UNRECOGNISED)
     return state, events
+
+
+def _known(events: list[LogEvent]) -> bool:
+    return any(e.kind != UNRECOGNISED for e in events)
+
+
+def _may_be_wrapped(head: Head, line: str, max_line: int) -> bool:
+    """A prefixed stats or batch record that does not end on a value: a viewer's hard
+    wrap cut it, and its rest is the next physical line."""
+    return (
+        head.prefixed
+        and len(line) < max_line
+        and (_STATS_HEAD.match(head.msg) is not None or _BATCH.match(head.msg) is not None
+             or head.msg.startswith("Avg prompt throughput:"))
+        and _COMPLETE_END.search(head.msg) is None
+    )  # fmt: skip
+
+
+def _continues(line: str, now: datetime, state: FollowerState) -> bool:
+    """Could this physical line be the rest of a wrapped record? Only when it cannot be a
+    record of its own: no prefix, no indentation, no event when read alone."""
+    if not line or line[:2].isspace() or len(line) - len(line.lstrip()) > 1:
+        return False
+    head = split_record(line, now)
+    if head.prefixed:
+        return False
+    _, alone = _parse_head(head, line, 0, replace(state, traceback=""))
+    return not _known(alone)
+
+
+def _record(
+    state: FollowerState, text: str, line_no: int, now: datetime, max_line: int
+) -> tuple[FollowerState, list[LogEvent]]:
+    """One record, after glued records were cut apart: held back if it may be wrapped."""
+    events: list[LogEvent] = []
+    if state.held:
+        held, held_no = state.held, state.held_line_no
+        state = replace(state, held="", held_line_no=0)
+        if _continues(text, now, state):
+            return _record(state, held + text, held_no, now, max_line)
+        state, events = parse_line(held, held_no, now, state)
+    head = split_record(text, now)
+    if _may_be_wrapped(head, text, max_line):
+        return replace(state, held=text, held_line_no=line_no), events
+    state, found = _parse_head(head, text, line_no, state)
+    return state, events + found
+
+
+def _flush(state: FollowerState, now: datetime) -> tuple[FollowerState, list[LogEvent]]:
+    """End of the log: a held record is read alone, an open traceback stays unexplained."""
+    events: list[LogEvent] = []
+    if state.held:
+        held, held_no = state.held, state.held_line_no
+        state, events = parse_line(held, held_no, now, replace(state, held="", held_line_no=0))
+    if state.traceback:
+        events.append(
+            LogEvent(
+                UNRECOGNISED, state.line_no, None, None, None, MappingProxyType({}),
+                state.traceback,
+            )
+        )  # fmt: skip
+        state = replace(state, traceback="")
+    return state, events
+
+
+def _physical_line(
+    state: FollowerState, text: str, line_no: int, now: datetime, max_line: int
+) -> tuple[FollowerState, list[LogEvent]]:
+    events: list[LogEvent] = []
+    for record in split_glued(text, now):
+        state, found = _record(state, record, line_no, now, max_line)
+        events.extend(found)
+    return state, events
+
+
+def _truncated(line_no: int, size: int, text: str) -> LogEvent:
+    values = MappingProxyType({"bytes": float(size)})
+    return LogEvent("line_truncated", line_no, None, None, None, values, text[:512])
 
 
 def feed(
@@ -290,11 +470,16 @@ def feed(
 
     ``\\r`` counts as a line end so tqdm redraws are separate lines. Invalid UTF-8 is
     replaced (U+FFFD), never fatal: a log is evidence even when a process wrote garbage.
+    ``final`` ends the log: the partial line, a held wrapped record and an open traceback
+    are settled.
     """
     discarding = state.discarding
     if discarding:  # still inside a line already reported as truncated
         end = _LINE_END.search(chunk)
         if end is None:
+            if final:
+                state, events = _flush(replace(state, discarding=False), now)
+                return state, tuple(events)
             return state, ()
         chunk, discarding = chunk[end.end() :], False
     data = state.carry + chunk
@@ -304,31 +489,24 @@ def feed(
     line_no = state.line_no
     for raw in pieces:
         line_no += 1
-        truncated = len(raw) > max_line
         text = raw[:max_line].decode("utf-8", errors="replace")
-        if truncated:
-            events.append(
-                LogEvent(
-                    "line_truncated", line_no, None, None, None,
-                    MappingProxyType({"bytes": float(len(raw))}), text[:512],
-                )
-            )  # fmt: skip
-        state, found = parse_line(text, line_no, now, state)
+        if len(raw) > max_line:
+            events.append(_truncated(line_no, len(raw), text))
+        state, found = _physical_line(state, text, line_no, now, max_line)
         events.extend(found)
     if len(carry) > max_line:
         # Keep the head for parsing once the line ends; drop the rest as it streams in.
         line_no += 1
         text = carry[:max_line].decode("utf-8", errors="replace")
-        events.append(
-            LogEvent(
-                "line_truncated", line_no, None, None, None,
-                MappingProxyType({"bytes": float(len(carry))}), text[:512],
-            )
-        )  # fmt: skip
-        state, found = parse_line(text, line_no, now, state)
+        events.append(_truncated(line_no, len(carry), text))
+        state, found = _physical_line(state, text, line_no, now, max_line)
         events.extend(found)
         carry, discarding = b"", True
-    return replace(state, carry=carry, line_no=line_no, discarding=discarding), tuple(events)
+    state = replace(state, carry=carry, line_no=line_no, discarding=discarding)
+    if final:
+        state, found = _flush(state, now)
+        events.extend(found)
+    return state, tuple(events)
 
 
 def parse_log(

@@ -85,6 +85,10 @@ class Command(BaseCommand):
             node = result.find(key)
             self.stdout.write(f"  {node.score:9.4f}  {key:26} {node.suggestion}")
         self.stdout.write(f"root cause: {report['root_cause']}  fix: {report['fix']}")
+        for url, lines in report["log_unrecognised_errors"].items():
+            self.stdout.write(f"unrecognised error lines in {url} (zero counts held inconclusive):")
+            for line in lines:
+                self.stdout.write(f"  {line}")
 
     def _budget(self, path: Path | None) -> Budget:
         if path is None:
