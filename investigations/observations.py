@@ -45,6 +45,9 @@ EXPECTED_INPUTS = {
     "kv_cache_usage": 300,
     "requests_running": 300,
     "generation_tokens_rate": 300,
+    # expected.full_sm_clock_mhz when the budget gives no SM clock (evaluation.py)
+    "gpu_sm_clock_max_mhz": 300,
+    "nvml_sm_clock_max_mhz": 300,
 }
 
 

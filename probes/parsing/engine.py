@@ -93,10 +93,10 @@ class Wire:
     where: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def keeps(self, labels: Labels) -> bool:
-        if not self.where:
-            return True
-        have = dict(labels)
-        return all(have.get(k) in values for k, values in self.where)
+        for key, values in self.where:
+            if next((v for k, v in labels if k == key), None) not in values:
+                return False
+        return True
 
 
 def _w(name: str, **where: str | tuple[str, ...]) -> Wire:
@@ -563,11 +563,16 @@ def engine_signals(exp: Exposition) -> EngineSignals:
         # Only canonical families: old SGLang's func_latency_seconds uses `name` for a
         # function name, while Nov-2024 SGLang used `name` for the model.
         for name in set(sources.values()):
-            for fam_name in (name, name + "_bucket", name + "_count"):
-                for s in exp.samples(name, fam_name):
-                    model = dict(s.labels).get("model_name") or dict(s.labels).get("name")
-                    if model is not None:
-                        models.add(model)
+            fam = exp.families.get(name)
+            if name in exp.histograms:  # one label set per series, not per bucket
+                label_sets = [h.labels for h in exp.histograms[name]]
+            else:
+                label_sets = [s.labels for s in fam.samples] if fam is not None else []
+            for labels in label_sets:
+                found = {k: v for k, v in labels if k in _MODEL_LABELS}
+                model = found.get("model_name") or found.get("name")
+                if model is not None:
+                    models.add(model)
     return EngineSignals(
         flavour=key,
         model_names=tuple(sorted(models)),

@@ -206,3 +206,16 @@ def test_kv_held_by_nobody_is_a_leak_not_seat_pressure():
     result = evaluate(playbooks()["high-ttft"], ATLAS, pressure, NOW)
     assert result.find("kv-block-leak").suggestion == "eliminate"
     assert result.find("kv-cache-pressure").suggestion == "confirm"
+
+
+def test_a_where_guard_keeps_only_points_taken_while_the_same_series_met_it():
+    clock = {"gpu=0": [(NOW - 20, 135.0), (NOW - 10, 1200.0)], "gpu=1": [(NOW - 10, 300.0)]}
+    util = {"gpu=0": [(NOW - 20, 0.0), (NOW - 10, 97.0)]}  # gpu 1: load unknown
+    observations = {
+        ("dcgm", "gpu_sm_clock_mhz"): list(clock.items()),
+        ("dcgm", "gpu_gpu_util_pct"): list(util.items()),
+    }
+    loaded = Measure("gpu_sm_clock_mhz", "dcgm", "min", 300, where=("gpu_gpu_util_pct", ">=", 50))
+    assert reduce(loaded, observations, NOW) == 1200.0  # idle 135 and unknown-load 300 left out
+    idle = Measure("gpu_sm_clock_mhz", "dcgm", "min", 300, where=("gpu_gpu_util_pct", ">=", 99))
+    assert reduce(idle, observations, NOW) is None  # never loaded enough: no data

@@ -159,3 +159,28 @@ def test_duplicate_keys_in_one_tree_are_refused():
 def test_file_names_match_keys():
     for path in PLAYBOOK_DIR.glob("*.yaml"):
         assert yaml.safe_load(path.read_text())["key"] == path.stem
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ('{signal: nope, op: ">=", value: 1}', "is not a signal engine probes record"),
+        ('{signal: requests_running, op: "!=", value: 1}', "expected one of"),
+        ("{signal: requests_running, op: '>=', value: yes}", "expected a number"),
+        ("{signal: requests_running}", "missing field"),
+    ],
+)
+def test_a_where_guard_is_validated_when_the_file_loads(where, message):
+    old = "measure: {source: engine, signal: kv_cache_usage, reduce: max, window: 300}"
+    new = old[:-1] + f", where: {where}}}"
+    with pytest.raises(PlaybookError, match=message):
+        parse_playbook(MINIMAL.replace(old, new, 1), "guard.yaml")
+
+
+def test_a_where_guard_loads_and_its_signal_is_read_with_the_measure():
+    old = "measure: {source: engine, signal: kv_cache_usage, reduce: max, window: 300}"
+    new = old[:-1] + ', where: {signal: requests_running, op: ">", value: 0}}'
+    playbook = parse_playbook(MINIMAL.replace(old, new, 1), "guard.yaml")
+    (measure,) = [m for m in playbook.measures() if m.where is not None]
+    assert measure.where == ("requests_running", ">", 0.0)
+    assert measure.gate() in playbook.measures()
