@@ -20,6 +20,7 @@ from investigations import charts
 from investigations.evaluation import Evaluation, reduce
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import Measure, Playbook
+from probes.models import Poll, TargetKind
 
 # How much of the record before the investigation opened the charts show (the postmortem's
 # alarm chart shows the same), so the onset is on the chart rather than at its edge.
@@ -291,3 +292,37 @@ def evidence_cards(
             }
         )
     return cards
+
+
+# How many unrecognised log lines the page shows, and from how far back: the longest
+# window a log count is read over (gpu-oom's alarm, 48 h).
+UNRECOGNISED_SHOWN = 5
+UNRECOGNISED_LOOKBACK = timedelta(hours=48)
+
+
+def unrecognised_log_lines(investigation: Investigation, now: datetime) -> list[dict]:
+    """Log lines that looked like errors and matched no known event, newest first.
+
+    They are why a zero count of OOMs or late captures stays inconclusive, so the page
+    shows them: someone can read what the parser could not. One indexed read of the log
+    targets' recent polls (the probe keeps the first few lines of each poll).
+    """
+    since = min(investigation.opened_at - LEAD, now - UNRECOGNISED_LOOKBACK)
+    rows = (
+        Poll.objects.filter(
+            target__deployment_id=investigation.deployment_id,
+            target__kind__in=[TargetKind.LOG_HTTP, TargetKind.LOG_FILE],
+            ok=True,
+            cycle_at__gte=since,
+            cycle_at__lte=now,
+            snapshot__has_key="unrecognised",
+        )
+        .order_by("-cycle_at")
+        .values_list("cycle_at", "target__url", "snapshot__unrecognised")[:UNRECOGNISED_SHOWN]
+    )
+    out: list[dict] = []
+    for at, url, lines in rows:
+        for line in lines if isinstance(lines, list) else ():
+            if len(out) < UNRECOGNISED_SHOWN:
+                out.append({"at": at, "target": url, "text": str(line)[:300]})
+    return out

@@ -107,6 +107,10 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
     context["has_profiler_targets"] = any(
         t.kind == TargetKind.PROFILER and t.enabled for t in context["targets"]
     )
+    if any(t.kind in (TargetKind.LOG_HTTP, TargetKind.LOG_FILE) for t in context["targets"]):
+        context["unrecognised_log_lines"] = panels.unrecognised_log_lines(
+            investigation, timezone.now()
+        )
     return render(request, "investigations/detail.html", context)
 
 
