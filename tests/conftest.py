@@ -10,9 +10,16 @@ import os
 from datetime import UTC, datetime
 
 import pytest
+from django.conf import settings as django_settings
 from hypothesis import settings
 
 from teams.models import Membership, Role, Team
+
+# The product hashes passwords with PBKDF2 at Django's 1,000,000 iterations: about a second
+# per user on a busy machine, and most tests create two to four. Tests hash with MD5, as
+# Django's testing docs advise; every process that checks a password here is this one
+# (live_server), the others are handed a session (force_login).
+django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Hypothesis' default 200 ms deadline per example is a wall-clock assertion: on a busy
 # machine it fails correct code. No test here times itself (timings live in bench/).
