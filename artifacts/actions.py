@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from artifacts import kinds
 from artifacts.models import Artifact, Source
-from investigations.models import Deployment, Investigation, TimelineEvent
+from deployments.models import Deployment
+from investigations.models import Investigation, TimelineEvent
 
 MAX_NAME = 200
 

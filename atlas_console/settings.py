@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "atlas_console",
     "teams",
+    "deployments",
     "probes",
     "investigations",
     "artifacts",

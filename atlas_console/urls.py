@@ -21,6 +21,7 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("teams/", include("teams.urls")),
+    path("", include("deployments.urls")),
     path("", include("investigations.urls")),
     path("", include("probes.urls")),
     path("", include("investigations.api_urls")),

@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class InvestigationsConfig(AppConfig):
     name = "investigations"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from investigations import polling
+
+        polling.connect()

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from investigations import budget as b
+from deployments import budget as b
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
 

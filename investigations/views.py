@@ -13,15 +13,16 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from investigations import actions, live, panels
-from investigations.access import get_deployment, get_investigation
-from investigations.budget import (
+from deployments.access import get_deployment
+from deployments.budget import (
     Budget,
     chunk_cost_ms,
     kv_capacity_tokens,
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
+from investigations import actions, live, panels
+from investigations.access import get_investigation
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
@@ -34,7 +35,7 @@ from teams.models import Membership, Role
 @require_GET
 def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
     deployment = get_deployment(request.user, deployment_id)
-    return render(request, "investigations/deployment.html", _context(deployment))
+    return render(request, "investigations/deployment.html", _context(deployment, request.user))
 
 
 @require_GET

@@ -25,7 +25,8 @@ def due_polls(now: datetime) -> list[DuePoll]:
     deployment's HTTP targets is not dispatched again (the unique key would make
     it harmless, this just saves the messages).
     """
-    from investigations.models import Deployment, Investigation
+    from deployments.models import Deployment
+    from investigations.models import Investigation
 
     deployments = {
         pk: (cycle_start(now, interval), interval)

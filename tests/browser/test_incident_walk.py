@@ -32,9 +32,10 @@ from datetime import timedelta
 
 import pytest
 
+from deployments.models import Deployment
 from enginesim.config import FIX_FIELDS
 from investigations import live
-from investigations.models import Decision, Deployment, Investigation, TimelineEvent
+from investigations.models import Decision, Investigation, TimelineEvent
 from postmortems import tasks as postmortem_tasks
 from postmortems.models import Export
 from probes.models import Target, TargetKind

@@ -23,9 +23,10 @@ import re
 
 import pytest
 
+from deployments.models import Deployment
 from drills.models import Drill
 from investigations import actions
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from review.models import ReviewComment
 from teams.management.commands.bootstrap_demo import register_drill_range
 from tests.browser.support import (

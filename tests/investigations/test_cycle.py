@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations import actions
-from investigations.models import Deployment, TimelineEvent
+from investigations.models import TimelineEvent
 from probes.models import Target, TargetKind
 from probes.tasks import poll_deployment
 

@@ -9,8 +9,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Decision, Deployment, TimelineEvent
+from investigations.models import Decision, TimelineEvent
 from probes.models import Observation, Target, TargetKind
 
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from investigations.models import Deployment
+from deployments.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
 from probes.models import Observation, Target, TargetKind

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from probes.models import Observation, Target, TargetKind
 
 

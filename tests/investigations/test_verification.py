@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from deployments.budget import Budget
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations.budget import Budget
-from investigations.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
 from investigations.verification import verification_signals, verify

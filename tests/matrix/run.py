@@ -61,7 +61,7 @@ def open_diagnosis(base: str, case: Case, symptom: str, clock: float, poll_s: fl
     two poll cycles ``poll_s`` apart. Returns the diagnosis and the clock after them."""
     from artifacts.errors import ArtifactRejected
     from artifacts.fetch import fetch_and_analyse
-    from investigations.budget import Budget
+    from deployments.budget import Budget
     from investigations.diagnose import Diagnosis
     from investigations.playbook import playbooks
     from probes.policy import fetch_policy
@@ -91,8 +91,8 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     and analysed by the analysis task, cycles stored by the poll task, evaluation as the
     investigation page shows it."""
     from artifacts.collect import collect_for
+    from deployments.models import Deployment
     from investigations import actions, live
-    from investigations.models import Deployment
     from probes.models import Target, TargetKind
     from probes.tasks import poll_deployment
 

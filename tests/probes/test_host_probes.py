@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from probes.logfile import read_chunk, resolve_inside
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.net import ProbeError

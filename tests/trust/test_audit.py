@@ -16,8 +16,8 @@ import audit
 from audit.admin import purging
 from audit.log import NotInTransaction
 from audit.models import AppendOnlyError, AuditEntry
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from postmortems import actions as postmortem_actions
 from probes.models import Target
 from teams.models import Membership, Role

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from artifacts.models import Artifact
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from postmortems.models import Export, Postmortem
 from probes.models import Target, TargetKind
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 - fixtures

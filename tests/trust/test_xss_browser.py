@@ -30,9 +30,10 @@ from artifacts import actions as artifact_actions
 from artifacts import safepickle
 from artifacts.models import Artifact, Source
 from artifacts.tasks import analyse_artifact
+from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from investigations.tokens import create_token
 from postmortems import actions as pm_actions
 from postmortems import tasks as pm_tasks
