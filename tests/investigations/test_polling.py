@@ -7,6 +7,7 @@ import pytest
 
 from investigations import actions, polling
 from investigations.models import Investigation
+from investigations.tasks import dispatch_polls
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +58,15 @@ def test_sync_repairs_a_wrong_flag(deployment):
     type(deployment).objects.filter(pk=deployment.pk).update(polling_active=True)
     assert polling.sync(deployment.pk) is False
     assert not _active(deployment)
+
+
+@pytest.mark.django_db
+def test_only_deployments_with_an_open_investigation_are_dispatched(deployment, team):
+    from probes.models import Target, TargetKind
+    from tests.support.hostile import hostile_server
+
+    with hostile_server() as base:
+        Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/ok")
+        assert dispatch_polls.apply().get() == 0
+        Investigation.objects.create(team=team, deployment=deployment, symptom="high-ttft")
+        assert dispatch_polls.apply().get() == 1

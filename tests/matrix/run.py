@@ -93,8 +93,8 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     from artifacts.collect import collect_for
     from deployments.models import Deployment
     from investigations import actions, live
+    from investigations.tasks import poll_and_evaluate
     from probes.models import Target, TargetKind
-    from probes.tasks import poll_deployment
 
     kinds = {ENGINE: TargetKind.ENGINE, DCGM: TargetKind.DCGM, LOG: TargetKind.LOG_HTTP}
     out = {}
@@ -121,7 +121,7 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
                     post(base, f"/control/advance?seconds={POLL_S}")
                     cycle += timedelta(seconds=POLL_S)
                     clock += POLL_S
-                poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+                poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
             out[symptom] = live.current_state(investigation, now=cycle).result
     return out
 
