@@ -29,7 +29,6 @@ urlpatterns = [
     path("", include("postmortems.urls")),
     path("", include("review.urls")),
     path("", include("drills.urls")),
-    path("", include("audit.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from audit.log import for_investigation as audit_log_of
 from deployments.access import get_deployment
 from deployments.budget import (
     Budget,
@@ -217,6 +218,17 @@ def close(request: HttpRequest, investigation_id) -> HttpResponse:
     else:
         messages.success(request, "Investigation closed.")
     return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_GET
+def audit_log(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The investigation's audit entries alone (the partial the investigation page includes)."""
+    investigation = get_investigation(request.user, investigation_id)
+    return render(
+        request,
+        "audit/_investigation_log.html",
+        {"investigation": investigation, "audit_entries": audit_log_of(investigation)},
+    )
 
 
 @require_GET

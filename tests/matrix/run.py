@@ -90,7 +90,7 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     """Targets and investigations in the database, artifacts collected by the collect task
     and analysed by the analysis task, cycles stored by the poll task, evaluation as the
     investigation page shows it."""
-    from artifacts.collect import collect_for
+    from artifacts.tasks import collect_artifacts
     from deployments.models import Deployment
     from investigations import actions, live
     from investigations.tasks import poll_and_evaluate
@@ -115,7 +115,7 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
                 deployment=deployment, symptom=symptom, user=user
             )
             # Collected now, analysed by the (eager) analysis task on commit.
-            collect_for(str(investigation.pk), user.pk)
+            collect_artifacts.apply(args=[str(investigation.pk), user.pk])
             for n in range(2):
                 if n:
                     post(base, f"/control/advance?seconds={POLL_S}")

@@ -171,7 +171,7 @@ MATRIX: dict[str, Page | Api] = {
         get=members(COMMANDER, 200), post=members(COMMANDER, 200), data=lambda w: {"name": "ci"}
     ),
     "api:revoke_token": Page(post=members(COMMANDER, 302)),
-    "audit:team": Page(get=members(COMMANDER, 200)),
+    "teams:audit": Page(get=members(COMMANDER, 200)),
     # Deployments, targets, investigations.
     "deployments:create": Page(
         # Any team's commander may open the form; the team must be one they command.
@@ -214,7 +214,7 @@ MATRIX: dict[str, Page | Api] = {
         post=members(COMMANDER, 302), data=lambda w: {"override": "matrix test"}
     ),
     "investigations:gate": Page(get=members(VIEWER, 200)),
-    "audit:investigation": Page(get=members(VIEWER, 200)),
+    "investigations:audit": Page(get=members(VIEWER, 200)),
     # Artifacts.
     "artifacts:upload": Page(post=members(RESPONDER, 302)),
     "artifacts:list": Page(get=members(VIEWER, 200)),
@@ -519,9 +519,15 @@ def test_the_matrix_has_no_entries_for_urls_that_are_gone():
 
 def test_the_walk_sees_every_app():
     namespaces = {key.split(":")[0] for key in ROUTES if ":" in key}
-    assert {"teams", "investigations", "probes", "api", "artifacts", "postmortems", "audit"} <= (
-        namespaces
-    )
+    assert {
+        "teams",
+        "investigations",
+        "probes",
+        "api",
+        "artifacts",
+        "postmortems",
+        "deployments",
+    } <= (namespaces)
     assert len(PAGE_KEYS) + len(API_KEYS) == len(MATRIX)
 
 

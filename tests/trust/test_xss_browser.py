@@ -356,8 +356,8 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
         (reverse("postmortems:exports", args=[inv]), False),
         (reverse("review:list"), False),
         (reverse("review:detail", args=[inv]), True),
-        (reverse("audit:investigation", args=[inv]), True),
-        (reverse("audit:team", args=[team]), True),
+        (reverse("investigations:audit", args=[inv]), True),
+        (reverse("teams:audit", args=[team]), True),
         (reverse("api:tokens", args=[team]), True),
     ]
     # The detector itself works in this browser: the same payload, unescaped, does run.
