@@ -1,7 +1,9 @@
-"""Storing an artifact: stream it to disk under a size bound, hash it, queue its analysis.
+"""Storing an artifact: stream it to disk under a size bound, hash it, note it.
 
-Used by the browser upload, the API and the probe collector alike. The bound is enforced
-while copying, so a client that lies about its size costs at most the limit.
+Used by the browser upload, the API and the probe collector alike, always through
+``artifacts.tasks.store_and_analyse``, which queues the analysis (tasks import actions,
+never the reverse). The bound is enforced while copying, so a client that lies about its
+size costs at most the limit.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from django.utils import timezone
 
 from artifacts import kinds
 from artifacts.models import Artifact, Source
-from investigations.models import Deployment, Investigation, TimelineEvent
+from deployments.models import Deployment
+from investigations.models import Investigation, TimelineEvent
 
 MAX_NAME = 200
 
@@ -47,7 +50,7 @@ def store(
     source_url: str = "",
     captured_at: datetime | None = None,
 ) -> Artifact:
-    """Copy ``chunks`` to the artifact store and queue the analysis (after commit)."""
+    """Copy ``chunks`` to the artifact store; the caller queues the analysis."""
     if kind and kind not in kinds.KINDS:
         raise UploadRejected(f"unknown kind {kind!r}; expected one of {', '.join(kinds.KINDS)}")
     if investigation is not None and investigation.deployment_id != deployment.pk:
@@ -90,7 +93,4 @@ def store(
                     summary=f"{artifact.name} {verb} ({size:,} bytes); analysis queued"[:500],
                     data={"artifact": str(artifact.pk)},
                 )
-            from artifacts.tasks import analyse_artifact
-
-            transaction.on_commit(lambda: analyse_artifact.delay(str(artifact.pk)))
     return artifact

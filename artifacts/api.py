@@ -15,7 +15,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from artifacts import actions, uploads
+from artifacts import actions, tasks, uploads
 from artifacts.models import Artifact, Source
 from investigations.api import _error, token_required
 from investigations.models import Investigation
@@ -74,7 +74,7 @@ def upload(request: HttpRequest, token, investigation_id) -> JsonResponse:
     if not name:
         return _error(400, "give the file's name (?name=...)")
     try:
-        artifact = actions.store(
+        artifact = tasks.store_and_analyse(
             deployment=found.deployment,
             investigation=found,
             chunks=chunks,

@@ -7,18 +7,24 @@ deadline to the artifact fetch timeout; the SSRF guard is the probes' own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from artifacts import actions
-from artifacts.models import Source
+from artifacts.models import Artifact, Source
 from artifacts.policy import artifact_fetch_policy
 from investigations.models import Investigation, TimelineEvent
 from probes.collect import fetch_all
 from probes.models import Target, TargetKind
 
 
-def collect_for(investigation_id: str, user_id: int | None = None) -> int:
+def collect_for(
+    investigation_id: str, user_id: int | None = None, *, store: Callable[..., Artifact]
+) -> int:
+    """Fetch each enabled profiler target once and keep each body with ``store`` (the task
+    passes ``store_and_analyse``); returns how many were stored."""
     investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
     targets = list(
         Target.objects.filter(
@@ -39,7 +45,7 @@ def collect_for(investigation_id: str, user_id: int | None = None) -> int:
             continue
         body = outcome.result.body
         try:
-            actions.store(
+            store(
                 deployment=investigation.deployment,
                 investigation=investigation,
                 chunks=[body],

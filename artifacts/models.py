@@ -12,7 +12,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from teams.models import Team
 
 

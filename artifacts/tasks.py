@@ -13,10 +13,11 @@ import time
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from artifacts import actions, collect
 from artifacts.analysis import analyse_file
 from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
@@ -119,6 +120,11 @@ def _note(artifact: Artifact, summary: str) -> None:
 def collect_artifacts(investigation_id: str, user_id: int | None = None) -> int:
     """Fetch every enabled profiler target of the investigation's deployment once, through
     the same guarded client as the probes, and store what came back as artifacts."""
-    from artifacts.collect import collect_for
+    return collect.collect_for(investigation_id, user_id, store=store_and_analyse)
 
-    return collect_for(investigation_id, user_id)
+
+def store_and_analyse(**kwargs) -> Artifact:
+    """``actions.store``, then the analysis queued once the row is committed."""
+    artifact = actions.store(**kwargs)
+    transaction.on_commit(lambda: analyse_artifact.delay(str(artifact.pk)))
+    return artifact

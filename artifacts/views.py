@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from artifacts import actions, charts, uploads
+from artifacts import actions, charts, tasks, uploads
 from artifacts.access import get_artifact
 from artifacts.models import Source
 from investigations.access import get_investigation
@@ -45,7 +45,7 @@ def _upload(request: HttpRequest, investigation_id) -> HttpResponse:
         messages.error(request, "Choose a file to upload.")
         return back
     try:
-        artifact = actions.store(
+        artifact = tasks.store_and_analyse(
             deployment=investigation.deployment,
             investigation=investigation,
             chunks=uploaded.chunks(),
@@ -89,8 +89,6 @@ def detail(request: HttpRequest, artifact_id) -> HttpResponse:
 @require_POST
 def collect(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
-    from artifacts.tasks import collect_artifacts
-
-    collect_artifacts.delay(str(investigation.pk), request.user.pk)
+    tasks.collect_artifacts.delay(str(investigation.pk), request.user.pk)
     messages.success(request, "Collecting from the deployment's profiler endpoints.")
     return redirect("investigations:detail", investigation_id=investigation.pk)

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "atlas_console",
     "teams",
+    "deployments",
     "probes",
     "investigations",
     "artifacts",
@@ -235,7 +236,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600.0},
     },
     "dispatch-polls": {
-        "task": "probes.dispatch_polls",
+        "task": "investigations.dispatch_polls",
         "schedule": 2.0,  # finer than any poll interval; due_polls skips polled cycles
         "options": {"expires": 2.0},
     },

@@ -21,6 +21,7 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("teams/", include("teams.urls")),
+    path("", include("deployments.urls")),
     path("", include("investigations.urls")),
     path("", include("probes.urls")),
     path("", include("investigations.api_urls")),
@@ -28,7 +29,6 @@ urlpatterns = [
     path("", include("postmortems.urls")),
     path("", include("review.urls")),
     path("", include("drills.urls")),
-    path("", include("audit.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -9,12 +9,13 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from deployments import access as deployment_access
 from investigations import overview
-from investigations.access import deployments_of
 from investigations.forms import OpenInvestigationForm
 from investigations.models import Investigation
 from probes.health import worker_status
-from teams.access import teams_of
+from teams.access import memberships_of
+from teams.models import Role
 
 
 @require_GET
@@ -22,12 +23,14 @@ def home(request: HttpRequest) -> HttpResponse:
     mine = Investigation.objects.filter(team__memberships__user=request.user).select_related(
         "deployment"
     )
-    deployments = deployments_of(request.user).prefetch_related("targets")
+    memberships = list(memberships_of(request.user))
+    deployments = deployment_access.visible_to(request.user).prefetch_related("targets")
     return render(
         request,
         "home.html",
         {
-            "teams": teams_of(request.user),
+            "teams": [m.team for m in memberships],
+            "can_create_deployment": any(m.allows(Role.COMMANDER) for m in memberships),
             "deployments": deployments,
             "active": overview.rows(mine.filter(status=Investigation.Status.OPEN)[:50]),
             "recent": overview.rows(

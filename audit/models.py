@@ -34,6 +34,8 @@ class Action(models.TextChoices):
     FIX = "fix", "Fix recorded"
     CLOSE = "investigation.close", "Investigation closed"
     CLOSE_OVERRIDE = "investigation.close_override", "Closed with override"
+    DEPLOYMENT_CREATE = "deployment.create", "Deployment created"
+    DEPLOYMENT_UPDATE = "deployment.update", "Deployment or budget changed"
     TARGET_CREATE = "target.create", "Probe target added"
     TARGET_ENABLE = "target.enable", "Probe target enabled"
     TARGET_DISABLE = "target.disable", "Probe target disabled"

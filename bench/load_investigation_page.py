@@ -80,8 +80,8 @@ def _seed(sim: str, replicas: int, cycles: int) -> tuple[str, str, int]:
     from django.test import Client
     from django.utils import timezone
 
+    from deployments.models import Deployment
     from investigations import actions
-    from investigations.models import Deployment
     from probes.cycles import cycle_start
     from probes.models import Observation, Target, TargetKind
     from probes.tasks import poll_targets

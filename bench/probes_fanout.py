@@ -83,7 +83,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as data_dir:
         _setup_django(data_dir)
-        from investigations.models import Deployment
+        from deployments.models import Deployment
         from probes.collect import fetch_all
         from probes.models import Observation, Target, TargetKind
         from probes.policy import fetch_policy

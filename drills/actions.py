@@ -8,11 +8,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from deployments.models import Deployment
 from drills import catalogue, simctl
 from drills.models import Drill, DrillRange
 from drills.scoring import DecisionRecord
 from investigations import actions as investigation_actions
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from investigations.playbook import get_playbook
 from probes.models import Target, TargetKind
 from probes.policy import fetch_policy

@@ -6,7 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
-from investigations.models import Decision, Deployment, FixRecord, Investigation, TimelineEvent
+from deployments.models import Deployment
+from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
 from probes.models import Target, TargetKind
 

@@ -18,10 +18,11 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from deployments.models import Deployment
 from investigations import actions, live
 from investigations.diagnose import evaluation_json
 from investigations.evidence import frozen_evidence
-from investigations.models import Deployment, Investigation, TimelineEvent
+from investigations.models import Investigation, TimelineEvent
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from investigations.tokens import authenticate
 

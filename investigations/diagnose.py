@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.evaluation import Evaluation, NodeResult, evaluate
 from investigations.observations import series_labels
 from investigations.playbook import Playbook

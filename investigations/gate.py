@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from investigations import budget as b
+from deployments import budget as b
 from investigations.evaluation import Observations, compare, reduce, threshold_of
 from investigations.playbook import Hypothesis, Playbook
 from probes.promapi import render_promql

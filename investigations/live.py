@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from django.core.cache import cache
 from django.utils import timezone
 
+from deployments.budget import Budget
 from investigations import actions
-from investigations.budget import Budget
 from investigations.evaluation import Evaluation, evaluate
 from investigations.gate import backtest
 from investigations.models import FixRecord, Investigation

@@ -1,61 +1,16 @@
-"""Deployments (with their budget constants) and the investigations opened on them.
-
-The budget fields default to the seed playbook's "Atlas" deployment; every
-deployment carries its own, because the arithmetic that says what a metric
-*should* read is only as good as these numbers.
-"""
+"""Investigations opened on a deployment, and what happened in them (decisions,
+timeline, fixes), plus the team's API tokens. Deployments themselves live below, in
+``deployments``."""
 
 from __future__ import annotations
 
 import uuid
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
 from django.db import models
 
+from deployments.models import Deployment
 from teams.models import Team
-
-
-class Engine(models.TextChoices):
-    VLLM = "vllm", "vLLM"
-    SGLANG = "sglang", "SGLang"
-
-
-class Deployment(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="deployments")
-    name = models.CharField(max_length=100)
-    engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.VLLM)
-    model_name = models.CharField(max_length=200, blank=True)
-    poll_interval_s = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
-    created = models.DateTimeField(auto_now_add=True)
-
-    # Budget constants (Atlas defaults from the playbook).
-    weights_gb = models.FloatField(default=140.0, help_text="Model weights, GB (all ranks).")
-    tp_size = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
-    kv_budget_gib_per_rank = models.FloatField(default=35.0)
-    gpu_memory_gib_per_rank = models.FloatField(default=80.0)
-    kv_bytes_per_token = models.PositiveIntegerField(default=320 * 1024)
-    prefill_ms_per_token = models.FloatField(default=0.035)
-    decode_step_ms = models.FloatField(default=45.0)
-    max_num_batched_tokens = models.PositiveIntegerField(default=512)
-    max_num_seqs = models.PositiveIntegerField(default=40)
-    ttft_target_ms = models.FloatField(default=600.0)
-    itl_ceiling_ms = models.FloatField(default=150.0)
-    queue_baseline_low = models.PositiveIntegerField(default=3)
-    queue_baseline_high = models.PositiveIntegerField(default=8)
-    sm_clock_mhz = models.FloatField(
-        default=1410.0, help_text="Full SM clock under load, MHz (A100 1,410; H100 SXM 1,980)."
-    )
-
-    class Meta:
-        ordering = ["team", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="deployment_name_per_team")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class Investigation(models.Model):

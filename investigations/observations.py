@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from operator import itemgetter
 
@@ -84,6 +84,18 @@ class EpochSeconds(Func):
         raise NotSupportedError("EpochSeconds is written for PostgreSQL and SQLite")
 
 
+# Signal prefix -> a reader that adds series kept outside Observation rows to the view
+# (``view[(source, signal)][labels]`` gets ``(epoch seconds, value)`` points). Registered
+# by the app that keeps them (artifacts, in its app config), which sits above this one.
+Reader = Callable[[dict, object, Mapping[str, int], datetime], None]
+_READERS: dict[str, Reader] = {}
+
+
+def register_reader(prefix: str, reader: Reader) -> None:
+    """Let signals named ``prefix...`` be read by ``reader`` (replacing any before it)."""
+    _READERS[prefix] = reader
+
+
 # A page read may be reused for this many seconds (see ``load_observations``).
 REUSE_S = 10
 
@@ -120,9 +132,10 @@ def load_observations(
         kinds = {text: kind for _, text, kind, *_ in targets}
         stored = _read(targets, wanted, now)
     view: dict = defaultdict(lambda: defaultdict(list))
-    artifact_windows = {s: w for s, w in wanted.items() if s.startswith("artifact_")}
-    if artifact_windows:
-        _add_artifact_signals(view, deployment_id, artifact_windows, now)
+    for prefix, reader in _READERS.items():
+        windows = {s: w for s, w in wanted.items() if s.startswith(prefix)}
+        if windows:
+            reader(view, deployment_id, windows, now)
     found = []
     for target_id, signal, labels, points in stored:
         source = SOURCE_OF_KIND[kinds[target_id]]
@@ -220,29 +233,6 @@ def _covers(anchor: float, read: Mapping[str, int], wanted: Mapping[str, int], a
     return at <= anchor and all(
         signal in read and anchor - read[signal] <= at - window for signal, window in wanted.items()
     )
-
-
-def _add_artifact_signals(view, deployment_id, windows: Mapping[str, int], now: datetime) -> None:
-    """Analysed profiler artifacts are evidence at the time they describe, one series per
-    artifact (so a max over the window reads the worst file, not a blend)."""
-    from artifacts.models import Artifact, Status
-
-    oldest = now - timedelta(seconds=max(windows.values()))
-    rows = Artifact.objects.filter(
-        deployment_id=deployment_id,
-        status=Status.DONE,
-        captured_at__gt=oldest,
-        captured_at__lte=now,
-    ).values_list("pk", "captured_at", "signals")
-    for pk, captured_at, signals in rows:
-        for signal, value in (signals or {}).items():
-            window = windows.get(signal)
-            if window is None or captured_at <= now - timedelta(seconds=window):
-                continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                view[("artifact", signal)][f"artifact={str(pk)[:8]}"].append(
-                    (captured_at.timestamp(), float(value))
-                )
 
 
 def signals_of(playbook) -> dict[str, int]:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import OuterRef, Subquery
 
-from investigations import budget as b
+from deployments import budget as b
 from investigations import charts
 from investigations.evaluation import Evaluation, reduce
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.causes import CAUSE_KEYS
 from investigations.expressions import (
     FUNCTIONS,

@@ -21,6 +21,7 @@ urlpatterns = [
     path("investigations/<uuid:investigation_id>/fix/", views.record_fix, name="record_fix"),
     path("investigations/<uuid:investigation_id>/close/", views.close, name="close"),
     path("investigations/<uuid:investigation_id>/gate.yml", views.gate_rules, name="gate"),
+    path("investigations/<uuid:investigation_id>/audit/", views.audit_log, name="audit"),
     path("deployments/<uuid:deployment_id>/", views.deployment_detail, name="deployment"),
     path(
         "deployments/<uuid:deployment_id>/targets/",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from investigations import budget as b
+from deployments import budget as b
 from investigations.evaluation import Observations, compare, expected_values, reduce, threshold_of
 from investigations.playbook import Fix
 

@@ -13,15 +13,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from investigations import actions, live, panels
-from investigations.access import get_deployment, get_investigation
-from investigations.budget import (
+from audit.log import for_investigation as audit_log_of
+from deployments.access import get_deployment
+from deployments.budget import (
     Budget,
     chunk_cost_ms,
     kv_capacity_tokens,
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
+from investigations import actions, live, panels
+from investigations.access import get_investigation
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
@@ -34,7 +36,7 @@ from teams.models import Membership, Role
 @require_GET
 def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
     deployment = get_deployment(request.user, deployment_id)
-    return render(request, "investigations/deployment.html", _context(deployment))
+    return render(request, "investigations/deployment.html", _context(deployment, request.user))
 
 
 @require_GET
@@ -220,6 +222,17 @@ def close(request: HttpRequest, investigation_id) -> HttpResponse:
     else:
         messages.success(request, "Investigation closed.")
     return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_GET
+def audit_log(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The investigation's audit entries alone (the partial the investigation page includes)."""
+    investigation = get_investigation(request.user, investigation_id)
+    return render(
+        request,
+        "audit/_investigation_log.html",
+        {"investigation": investigation, "audit_entries": audit_log_of(investigation)},
+    )
 
 
 @require_GET

@@ -588,7 +588,7 @@ def _alarm_threshold(state, investigation) -> float | None:
     """The alarm's threshold as evaluated; from the budget alone when evaluation had no data."""
     if state.result.alarm.threshold is not None:
         return state.result.alarm.threshold
-    from investigations import budget as b
+    from deployments import budget as b
     from investigations.evaluation import threshold_of
 
     scope = b.Budget.of(investigation.deployment)

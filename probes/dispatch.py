@@ -1,10 +1,14 @@
-"""Which polls are due. Active investigations get polled; idle deployments don't."""
+"""Which polls are due. Deployments whose polling is active get polled; idle ones don't.
+
+``Deployment.polling_active`` is the one thing read about the deployment's state: the
+layer above (investigations) keeps it true while an investigation is open."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from deployments.models import Deployment
 from probes.cycles import cycle_start
 from probes.models import HOST_KINDS, HTTP_KINDS, Poll, Target
 
@@ -19,21 +23,17 @@ class DuePoll:
 
 
 def due_polls(now: datetime) -> list[DuePoll]:
-    """Deployments with an open investigation whose current cycle has not been polled yet.
+    """Deployments with polling active whose current cycle has not been polled yet.
 
     Beat may tick several times per cycle; a cycle with any recorded poll for the
     deployment's HTTP targets is not dispatched again (the unique key would make
     it harmless, this just saves the messages).
     """
-    from investigations.models import Deployment, Investigation
-
     deployments = {
         pk: (cycle_start(now, interval), interval)
-        for pk, interval in Deployment.objects.filter(
-            investigations__status=Investigation.Status.OPEN
+        for pk, interval in Deployment.objects.filter(polling_active=True).values_list(
+            "pk", "poll_interval_s"
         )
-        .distinct()
-        .values_list("pk", "poll_interval_s")
     }
     targets = list(
         Target.objects.filter(

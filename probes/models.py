@@ -57,7 +57,7 @@ class Target(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     deployment = models.ForeignKey(
-        "investigations.Deployment", on_delete=models.CASCADE, related_name="targets"
+        "deployments.Deployment", on_delete=models.CASCADE, related_name="targets"
     )
     kind = models.CharField(max_length=16, choices=TargetKind.choices)
     url = models.URLField(max_length=500, blank=True)

@@ -5,10 +5,14 @@ it opened until a margin after it closed, or now) are kept as long as the
 investigation exists: its charts and backtests read them. Everything else is
 raw data nobody will look at again and is deleted after the retention period.
 Evidence that a decision cited is frozen separately, so pruning never changes it.
+
+Probes do not know what an investigation is: the layer that does registers a source of
+windows with ``keep_windows`` (investigations does, in its app config).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.db.models import Q
@@ -18,15 +22,26 @@ from probes.models import Observation, Poll
 
 MARGIN = timedelta(hours=1)
 
+# (deployment id, start, end or None while it lasts) for each span whose raw data is read.
+Window = tuple[object, datetime, datetime | None]
+WindowSource = Callable[[], Iterable[Window]]
+_SOURCES: dict[str, WindowSource] = {}
+
+
+def keep_windows(name: str, source: WindowSource) -> None:
+    """Register (or replace) a source of windows whose raw data must be kept."""
+    _SOURCES[name] = source
+
+
+def _windows() -> Iterable[Window]:
+    for source in _SOURCES.values():
+        yield from source()
+
 
 def _window_filter(time_field: str) -> Q:
-    from investigations.models import Investigation
-
     keep = Q(pk__in=[])
     now = timezone.now()
-    for deployment_id, opened, closed in Investigation.objects.values_list(
-        "deployment_id", "opened_at", "closed_at"
-    ):
+    for deployment_id, opened, closed in _windows():
         keep |= Q(target__deployment_id=deployment_id) & Q(
             **{
                 f"{time_field}__gte": opened - MARGIN,

@@ -1,9 +1,10 @@
 """Probe tasks: thin wrappers that take ids and primitives and write idempotently.
 
-``dispatch_polls`` (beat, every few seconds) enqueues one ``poll_deployment`` per
-deployment with an open investigation and a due cycle. ``poll_deployment`` claims
-the deployment's HTTP targets, fetches them concurrently, turns bodies into
-observations and stores the cycle under the (target, cycle) unique key.
+``enqueue_due`` enqueues one HTTP poll per deployment whose polling is active and whose
+cycle is due, and one ``poll_host_target`` per due host target. ``poll_cycle`` claims the
+deployment's HTTP targets, fetches them concurrently, turns bodies into observations and
+stores the cycle under the (target, cycle) unique key. What runs after a poll (evaluation)
+is not the probes' business: ``investigations.tasks`` chains it and drives the dispatch.
 """
 
 from __future__ import annotations
@@ -59,13 +60,13 @@ def prune_raw_data() -> int:
     return retention.prune(timedelta(hours=settings.ATLAS_RAW_RETENTION_HOURS))
 
 
-@shared_task(name="probes.dispatch_polls")
-def dispatch_polls() -> int:
-    """Enqueue the due polls; returns how many were enqueued."""
+def enqueue_due(now: datetime, *, http_poll) -> int:
+    """Enqueue the polls due at ``now``, HTTP ones as ``http_poll`` (a task taking the
+    deployment id and the cycle); returns how many were enqueued."""
     count = 0
-    for due in due_polls(timezone.now()):
+    for due in due_polls(now):
         if due.has_http_targets:
-            poll_deployment.apply_async(
+            http_poll.apply_async(
                 args=[str(due.deployment_id), due.cycle_at.isoformat()],
                 expires=2 * due.interval_s,  # a stale cycle is worth nothing
             )
@@ -93,15 +94,22 @@ RETRY = {
 
 @shared_task(name="probes.poll_deployment", bind=True, **RETRY)
 def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
-    """Poll one deployment's HTTP targets for one cycle. Idempotent under redelivery."""
-    cycle = datetime.fromisoformat(cycle_at)
+    """Poll one deployment's HTTP targets for one cycle, and nothing else. Idempotent."""
+    return poll_cycle(deployment_id, datetime.fromisoformat(cycle_at), task_id=self.request.id)
+
+
+def poll_cycle(deployment_id, cycle: datetime, *, task_id: str | None = None) -> int:
+    """Poll one deployment's HTTP targets for ``cycle``; returns the polls stored.
+
+    Idempotent under redelivery: targets are claimed for the task, and a (target, cycle)
+    already stored is not fetched again."""
     rows = list(
         Target.objects.filter(
             deployment_id=deployment_id, enabled=True, kind__in=HTTP_KINDS
         ).values_list("pk", "deployment__poll_interval_s")
     )
     ids = [pk for pk, _ in rows]
-    task_id = self.request.id or f"local-{uuid.uuid4()}"
+    task_id = task_id or f"local-{uuid.uuid4()}"
     lease = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
     held = claim_targets(ids, task_id, lease=lease)
     try:
@@ -112,10 +120,6 @@ def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
         stored = poll_targets(list(Target.objects.filter(pk__in=todo)), cycle, budget_s=budget)
     finally:
         release_targets(held, task_id)
-    # Evaluate with the cycle's evidence in; idempotent per investigation and cycle.
-    from investigations.cycle import evaluate_after_poll
-
-    evaluate_after_poll(deployment_id, cycle)
     return stored
 
 

@@ -7,7 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from investigations.access import get_deployment
+from deployments.access import get_deployment
 from probes import actions
 from probes.forms import TargetForm
 from probes.models import Target

@@ -15,7 +15,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 
-from investigations.models import Decision, Deployment, FixRecord, Investigation
+from deployments.models import Deployment
+from investigations.models import Decision, FixRecord, Investigation
 from postmortems.models import Postmortem, PostmortemVersion
 from review import indexing
 from review.models import ReviewComment

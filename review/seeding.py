@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from investigations.models import Decision, Deployment, FixRecord, Investigation, TimelineEvent
+from deployments.models import Deployment
+from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import playbooks
 from postmortems.models import Postmortem, PostmortemVersion
 from review import indexing

@@ -12,7 +12,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from investigations.access import deployments_of, get_investigation
+from deployments import access as deployment_access
+from investigations.access import get_investigation
 from investigations.causes import CAUSES
 from review import actions, indexing, records, search, stats
 from review.forms import CommentForm, ReviewFilterForm
@@ -24,7 +25,7 @@ PAGE_SIZE = 25
 
 @require_GET
 def review_list(request: HttpRequest) -> HttpResponse:
-    deployments = list(deployments_of(request.user).order_by("team__name", "name"))
+    deployments = list(deployment_access.visible_to(request.user).order_by("team__name", "name"))
     form = ReviewFilterForm(request.GET or None, deployments=deployments)
     if form.is_bound:
         form.is_valid()

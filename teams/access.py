@@ -12,7 +12,7 @@ import uuid
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from teams.models import Membership, Role, Team
+from teams.models import ROLE_RANK, Membership, Role, Team
 
 
 def authorize(user, team_id: uuid.UUID | str, minimum: Role = Role.VIEWER) -> Membership:
@@ -33,6 +33,13 @@ def get_team(user, team_id: uuid.UUID | str, minimum: Role = Role.VIEWER) -> Tea
     return authorize(user, team_id, minimum).team
 
 
-def teams_of(user):
-    """Teams visible to the user, for lists and pickers."""
-    return Team.objects.filter(memberships__user=user).order_by("name")
+def memberships_of(user):
+    """The user's memberships with their teams, by team name: one query gives both the
+    teams to list and what the user may do in each."""
+    return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
+
+
+def teams_of(user, minimum: Role = Role.VIEWER):
+    """Teams the user belongs to with at least ``minimum`` role, for lists and pickers."""
+    roles = [role for role, rank in ROLE_RANK.items() if rank >= ROLE_RANK[minimum]]
+    return Team.objects.filter(memberships__user=user, memberships__role__in=roles).order_by("name")

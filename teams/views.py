@@ -9,6 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from audit import log
+from audit.models import Action
 from teams import access, actions
 from teams.forms import AddMemberForm, ChangeRoleForm, TeamForm
 from teams.models import Membership, Role
@@ -81,6 +83,25 @@ def change_role(request: HttpRequest, team_id, member_id) -> HttpResponse:
     else:
         messages.success(request, f"{target.user} is now {target.get_role_display()}.")
     return redirect("teams:detail", team_id=membership.team_id)
+
+
+@require_GET
+def audit_log(request: HttpRequest, team_id) -> HttpResponse:
+    """The team's audit log (commanders), filtered by action."""
+    membership = access.authorize(request.user, team_id, Role.COMMANDER)
+    action = request.GET.get("action", "")
+    if action not in Action.values:
+        action = ""
+    return render(
+        request,
+        "audit/team.html",
+        {
+            "team": membership.team,
+            "entries": log.for_team(membership.team, action=action),
+            "actions": Action.choices,
+            "action": action,
+        },
+    )
 
 
 def _render_detail(request, membership, form, status: int = 200) -> HttpResponse:

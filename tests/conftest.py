@@ -101,3 +101,22 @@ def client_for(client):
         return client
 
     return login
+
+
+@pytest.fixture
+def make_deployment(team):
+    """Build a deployment of ``team`` (or another): ``make_deployment("atlas-prod", tp_size=8)``.
+
+    Budget fields not given keep the model's defaults (deployments.budget.Budget)."""
+    from deployments.models import Deployment
+
+    def make(name: str = "atlas-prod", *, team=team, **fields) -> Deployment:
+        return Deployment.objects.create(team=team, name=name, **fields)
+
+    return make
+
+
+@pytest.fixture
+def deployment(make_deployment):
+    """One deployment of ``team`` with the default budget (modules may define their own)."""
+    return make_deployment()

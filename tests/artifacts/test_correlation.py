@@ -9,7 +9,7 @@ import pytest
 from artifacts.actions import store
 from artifacts.models import Artifact
 from artifacts.tasks import analyse_artifact
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes.models import Observation, Poll, Target, TargetKind
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)

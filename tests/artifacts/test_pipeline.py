@@ -14,11 +14,11 @@ from kombu import Connection
 
 from artifacts.models import Artifact, Status
 from artifacts.tasks import analyse_artifact
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations import actions, live
-from investigations.models import Deployment
 from tests.support.workers import broker_for, celery_worker, wait_for
 
 pytestmark = pytest.mark.slow

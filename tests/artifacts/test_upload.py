@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from artifacts.models import Artifact, Status
 from artifacts.tasks import analyse_artifact
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from investigations.tokens import create_token
 
 GARBAGE = b"#!/bin/sh\necho this is not a profiler artifact\n"

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connections
 
-from probes.tasks import poll_deployment
+from investigations.tasks import poll_and_evaluate
 from tests.conftest import PASSWORD
 
 CYCLE_S = 15
@@ -52,7 +52,7 @@ class Beat:
             self.simulator.advance(CYCLE_S)
             self.clock.advance(CYCLE_S)
             cycle = self.clock.now().replace(microsecond=0)
-            poll_deployment.apply(args=[str(self.deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(self.deployment.pk), cycle.isoformat()])
             self.cycles += 1
 
 

@@ -11,7 +11,7 @@ postmortem as PDF, which is read back with ``pdftotext``.
 Time and polling: there is no Celery worker or beat. The test is the beat: each cycle
 advances the manual-clock simulator 15 s, moves the virtual wall clock (``clock``, read
 through ``django.utils.timezone.now`` by the live server too) on by the same 15 s and
-calls ``probes.tasks.poll_deployment.apply`` with that cycle time. The clock starts 40
+calls ``investigations.tasks.poll_and_evaluate.apply`` with that cycle time. The clock starts 40
 minutes in the past, so the ten-minute verification window takes a few seconds.
 The PDF export is rendered by calling the export task the way a worker would once the
 page's request has queued the row; the page's own htmx polling shows it finish.
@@ -32,9 +32,10 @@ from datetime import timedelta
 
 import pytest
 
+from deployments.models import Deployment
 from enginesim.config import FIX_FIELDS
 from investigations import live
-from investigations.models import Decision, Deployment, Investigation, TimelineEvent
+from investigations.models import Decision, Investigation, TimelineEvent
 from postmortems import tasks as postmortem_tasks
 from postmortems.models import Export
 from probes.models import Target, TargetKind

@@ -16,11 +16,11 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from atlas_console.management.commands.bootstrap_demo import register_drill_range
+from deployments.models import Deployment
 from drills import actions as drill_actions
 from investigations import actions
-from investigations.models import Deployment
 from probes.models import Target, TargetKind
-from teams.management.commands.bootstrap_demo import register_drill_range
 from tests.browser.conftest import Simulator
 from tests.browser.support import (
     Beat,

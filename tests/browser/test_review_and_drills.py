@@ -23,11 +23,12 @@ import re
 
 import pytest
 
+from atlas_console.management.commands.bootstrap_demo import register_drill_range
+from deployments.models import Deployment
 from drills.models import Drill
 from investigations import actions
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from review.models import ReviewComment
-from teams.management.commands.bootstrap_demo import register_drill_range
 from tests.browser.support import (
     Beat,
     await_tree_refresh,

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from atlas_console.management.commands.bootstrap_demo import register_drill_range
 from drills.models import DrillRange
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from teams.management.commands.bootstrap_demo import register_drill_range
 
 
 class Simulator:

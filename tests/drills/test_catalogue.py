@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from deployments.models import Deployment
 from drills import catalogue
 from enginesim import scenarios
-from investigations.models import Deployment
 from investigations.playbook import playbooks
 
 

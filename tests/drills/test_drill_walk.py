@@ -143,13 +143,13 @@ def test_the_redeployed_incident_is_what_the_drill_investigation_sees(
     from datetime import UTC, datetime, timedelta
 
     from investigations import live
+    from investigations.tasks import poll_and_evaluate
     from probes.models import Target, TargetKind
-    from probes.tasks import poll_deployment
 
     first = actions.start_drill(drill_range=drill_range, choice="gc-pauses", user=commander, seed=0)
     simulator.call("POST", "/control/advance?seconds=60")
     cycle = datetime.now(tz=UTC).replace(microsecond=0) - timedelta(minutes=30)
-    poll_deployment.apply(args=[str(drill_range.deployment_id), cycle.isoformat()])
+    poll_and_evaluate.apply(args=[str(drill_range.deployment_id), cycle.isoformat()])
     log = Target.objects.get(deployment=drill_range.deployment, kind=TargetKind.LOG_HTTP)
     assert log.log_offset > 0
     actions.finish_drill(drill=first, user=commander)
@@ -166,7 +166,7 @@ def test_the_redeployed_incident_is_what_the_drill_investigation_sees(
         if n:
             simulator.call("POST", "/control/advance?seconds=15")
             cycle += timedelta(seconds=15)
-        poll_deployment.apply(args=[str(drill_range.deployment_id), cycle.isoformat()])
+        poll_and_evaluate.apply(args=[str(drill_range.deployment_id), cycle.isoformat()])
     result = live.current_state(drill.investigation, now=cycle).result
     assert result.alarm.firing is True
     assert result.ranking[0] == "kv-cache-pressure"

@@ -14,8 +14,8 @@ them for the run to count at all.
 
 from __future__ import annotations
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from probes.cycles import cycle_start
 from probes.models import Observation, Poll, Target, TargetKind
 from tests.support.hostile import hostile_server

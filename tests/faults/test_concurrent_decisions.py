@@ -17,8 +17,9 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.urls import reverse
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Decision, Deployment, Investigation, TimelineEvent
+from investigations.models import Decision, Investigation, TimelineEvent
 from teams.models import Membership, Role
 from tests.conftest import PASSWORD, require_service
 from tests.support.services import wait_until

@@ -36,7 +36,7 @@ import json, os
 from django.test import Client
 from django.contrib.auth import get_user_model
 from investigations import actions
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
 

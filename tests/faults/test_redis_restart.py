@@ -12,8 +12,8 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from probes.models import Observation, Poll, Target, TargetKind
 from tests.faults.conftest import session_cookie
 from tests.support.hostile import hostile_server

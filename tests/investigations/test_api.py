@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from investigations.models import ApiToken, Deployment, Investigation, TimelineEvent
+from deployments.models import Deployment
+from investigations.models import ApiToken, Investigation, TimelineEvent
 from investigations.tokens import create_token
 
 

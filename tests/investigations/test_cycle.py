@@ -8,13 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations import actions
-from investigations.models import Deployment, TimelineEvent
+from investigations.models import TimelineEvent
+from investigations.tasks import poll_and_evaluate
 from probes.models import Target, TargetKind
-from probes.tasks import poll_deployment
 
 
 def _advance(base: str, seconds: float) -> None:
@@ -42,9 +43,9 @@ def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
         cycles = [start + timedelta(seconds=15 * n) for n in range(6)]
         for cycle in cycles:
             _advance(base, 15)
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
         before = TimelineEvent.objects.count()
-        poll_deployment.apply(args=[str(deployment.pk), cycles[-1].isoformat()])  # redelivery
+        poll_and_evaluate.apply(args=[str(deployment.pk), cycles[-1].isoformat()])  # redelivery
         assert TimelineEvent.objects.count() == before
     finally:
         server.stop()
@@ -84,7 +85,7 @@ def test_auto_apply_rules_decide_for_the_team_but_never_over_a_person(team, comm
         for n in range(5):
             _advance(base, 15)
             cycle = start + timedelta(seconds=15 * n)
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
     finally:
         server.stop()
     decisions = list(auto.decisions.values_list("node", "action", "automatic", "decided_by"))

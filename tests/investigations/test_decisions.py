@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Decision, Deployment, TimelineEvent
+from investigations.models import Decision, TimelineEvent
 from probes.models import Observation, Target, TargetKind
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.evaluation import evaluate, reduce
 from investigations.playbook import Measure, playbooks
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.gate import alert_rule, backtest, duration_s, rules_yaml
 from investigations.playbook import playbooks
 from tests.conftest import require_service

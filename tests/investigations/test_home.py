@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from investigations.observations import REUSE_S, load_observations
 from probes.models import Observation, Target, TargetKind
 from probes.store import PollOutcome, record_cycle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from investigations.models import Deployment
+from deployments.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
 from probes.models import Observation, Target, TargetKind

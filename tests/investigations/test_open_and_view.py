@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from probes.models import Observation, Target, TargetKind
 
 

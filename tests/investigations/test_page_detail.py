@@ -13,17 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from deployments.budget import Budget
+from deployments.models import Deployment
 from investigations import actions, live
-from investigations.budget import Budget
 from investigations.evaluation import expected_values
 from investigations.evidence import frozen_evidence
-from investigations.models import (
-    Decision,
-    Deployment,
-    FixRecord,
-    Investigation,
-    TimelineEvent,
-)
+from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.panels import budget_rows
 from probes.models import Observation, Target, TargetKind
 

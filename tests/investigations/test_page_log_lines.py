@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from investigations import actions
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes import observe
 from probes.models import Poll, Target, TargetKind
 from probes.parsing.logevents import FollowerState

@@ -14,10 +14,11 @@ import yaml
 from django.urls import reverse
 from django.utils import timezone
 
+from deployments.models import Deployment
 from investigations import actions, live
 from investigations.charts import MAX_POINTS
 from investigations.evidence import frozen_evidence
-from investigations.models import Deployment, FixRecord, Investigation
+from investigations.models import FixRecord, Investigation
 from investigations.playbook import parse_playbook, playbooks
 from probes.models import Observation, Target, TargetKind
 

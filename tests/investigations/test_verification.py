@@ -8,16 +8,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from deployments.budget import Budget
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations.budget import Budget
-from investigations.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
+from investigations.tasks import poll_and_evaluate
 from investigations.verification import verification_signals, verify
 from probes.models import Target, TargetKind
-from probes.tasks import poll_deployment
 
 ATLAS = Budget()
 FIX = playbooks()["high-ttft"].node("kv-cache-pressure").fix
@@ -99,14 +99,14 @@ def test_the_alarm_criterion_holds_after_the_simulators_fix_and_not_without(team
         cycle = start
         for _ in range(8):  # the incident
             _post(base, "/control/advance?seconds=15")
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
             cycle += timedelta(seconds=15)
         applied_at = cycle
         if apply_fix:
             _post(base, "/control/fix", {"max_num_batched_tokens": 512})
         while cycle < applied_at + timedelta(seconds=fix.verify_window_s + 60):
             _post(base, "/control/advance?seconds=15")
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
             cycle += timedelta(seconds=15)
     finally:
         server.stop()
@@ -173,14 +173,14 @@ def test_kv_pressure_fix_verifies_through_the_probes_and_not_applying_it_fails(t
         while cycle < start + timedelta(seconds=240):  # the ramp and the storm
             _post(base, "/control/advance?seconds=15")
             cycle += timedelta(seconds=15)
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
         applied_at = cycle
         if apply_fix:
             _post(base, "/control/fix", {"max_num_seqs": 28})
         while cycle < start + timedelta(seconds=1140):
             _post(base, "/control/advance?seconds=15")
             cycle += timedelta(seconds=15)
-            poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+            poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
     finally:
         server.stop()
     wanted = verification_signals(FIX, applied_at=applied_at.timestamp(), now=cycle.timestamp())

@@ -61,7 +61,7 @@ def open_diagnosis(base: str, case: Case, symptom: str, clock: float, poll_s: fl
     two poll cycles ``poll_s`` apart. Returns the diagnosis and the clock after them."""
     from artifacts.errors import ArtifactRejected
     from artifacts.fetch import fetch_and_analyse
-    from investigations.budget import Budget
+    from deployments.budget import Budget
     from investigations.diagnose import Diagnosis
     from investigations.playbook import playbooks
     from probes.policy import fetch_policy
@@ -90,11 +90,11 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     """Targets and investigations in the database, artifacts collected by the collect task
     and analysed by the analysis task, cycles stored by the poll task, evaluation as the
     investigation page shows it."""
-    from artifacts.collect import collect_for
+    from artifacts.tasks import collect_artifacts
+    from deployments.models import Deployment
     from investigations import actions, live
-    from investigations.models import Deployment
+    from investigations.tasks import poll_and_evaluate
     from probes.models import Target, TargetKind
-    from probes.tasks import poll_deployment
 
     kinds = {ENGINE: TargetKind.ENGINE, DCGM: TargetKind.DCGM, LOG: TargetKind.LOG_HTTP}
     out = {}
@@ -115,13 +115,13 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
                 deployment=deployment, symptom=symptom, user=user
             )
             # Collected now, analysed by the (eager) analysis task on commit.
-            collect_for(str(investigation.pk), user.pk)
+            collect_artifacts.apply(args=[str(investigation.pk), user.pk])
             for n in range(2):
                 if n:
                     post(base, f"/control/advance?seconds={POLL_S}")
                     cycle += timedelta(seconds=POLL_S)
                     clock += POLL_S
-                poll_deployment.apply(args=[str(deployment.pk), cycle.isoformat()])
+                poll_and_evaluate.apply(args=[str(deployment.pk), cycle.isoformat()])
             out[symptom] = live.current_state(investigation, now=cycle).result
     return out
 

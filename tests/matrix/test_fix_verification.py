@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from deployments.budget import Budget
 from enginesim import scenarios
 from enginesim.config import FIX_FIELDS
-from investigations.budget import Budget
 from investigations.playbook import playbooks
 from investigations.verification import verify
 from tests.matrix.cases import CASES

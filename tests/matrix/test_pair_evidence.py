@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from deployments.budget import Budget
 from enginesim import scenarios
 from enginesim.config import GiB
-from investigations.budget import Budget
 from investigations.evaluation import evaluate
 from investigations.playbook import playbooks
 from tests.matrix.cases import (

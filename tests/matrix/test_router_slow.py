@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from deployments.budget import Budget
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations.budget import Budget
 from investigations.diagnose import Diagnosis
 from investigations.playbook import playbooks
 from probes.policy import fetch_policy

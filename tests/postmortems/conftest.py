@@ -22,9 +22,10 @@ from datetime import timedelta
 
 import pytest
 
+from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
-from investigations.models import Decision, Deployment, FixRecord, Investigation, TimelineEvent
+from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from probes.models import Observation, Target, TargetKind
 from tests.conftest import require_service
 

@@ -6,15 +6,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations.models import Deployment, Investigation
 from probes.logfile import read_chunk, resolve_inside
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.net import ProbeError
-from probes.tasks import dispatch_polls, poll_deployment, poll_host_target
+from probes.tasks import enqueue_due, poll_deployment, poll_host_target
 
 CYCLE = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 LINE = (
@@ -113,12 +114,11 @@ def test_host_targets_are_routed_to_their_hosts_queue(deployment, monkeypatch):
     monkeypatch.setattr(
         poll_host_target, "apply_async", lambda args, **kw: sent.append((args, kw["queue"]))
     )
-    monkeypatch.setattr(poll_deployment, "apply_async", lambda args, **kw: None)
-    Investigation.objects.create(team=deployment.team, deployment=deployment, symptom="gpu-oom")
+    Deployment.objects.filter(pk=deployment.pk).update(polling_active=True)
     target = Target.objects.create(
         deployment=deployment, kind=TargetKind.NVML, host_queue="gpu-host-7"
     )
-    assert dispatch_polls() == 1
+    assert enqueue_due(timezone.now(), http_poll=poll_deployment) == 1
     assert sent[0][0][0] == str(target.pk) and sent[0][1] == "gpu-host-7"
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.utils import timezone
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
 from probes.models import Observation, Poll, Target, TargetKind
-from probes.tasks import dispatch_polls, poll_deployment
+from probes.tasks import enqueue_due, poll_deployment
 from tests.support.hostile import hostile_server
 
 CYCLE = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
@@ -49,27 +50,38 @@ def test_a_cycle_is_stored_once_even_when_the_task_runs_twice(deployment, server
     assert not Target.objects.exclude(claim_task="").exists()
 
 
+class Sent:
+    """Stands in for the HTTP poll task the layer above hands to ``enqueue_due``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list, dict]] = []
+
+    def apply_async(self, args, **options) -> None:
+        self.calls.append((args, options))
+
+
 @pytest.mark.django_db
-def test_only_deployments_with_an_open_investigation_are_dispatched(
-    deployment, server, mocker=None
-):
+def test_only_deployments_with_polling_active_are_dispatched(deployment, server):
     _target(deployment, server + "/ok")
-    assert dispatch_polls.apply().get() == 0
-    Investigation.objects.create(team=deployment.team, deployment=deployment, symptom="high-ttft")
-    assert dispatch_polls.apply().get() == 1
+    sent = Sent()
+    assert enqueue_due(timezone.now(), http_poll=sent) == 0
+    Deployment.objects.filter(pk=deployment.pk).update(polling_active=True)
+    assert enqueue_due(timezone.now(), http_poll=sent) == 1
+    ((args, options),) = sent.calls
+    assert args[0] == str(deployment.pk)
+    assert options["expires"] == 2 * deployment.poll_interval_s
 
 
 @pytest.mark.django_db
-def test_a_cycle_already_polled_is_not_dispatched_again(team, django_assert_max_num_queries):
-    from django.utils import timezone
-
+def test_a_cycle_already_polled_is_not_dispatched_again(
+    make_deployment, django_assert_max_num_queries
+):
     from probes.cycles import cycle_start
     from probes.dispatch import due_polls
 
     now = timezone.now()
-    done, todo = (Deployment.objects.create(team=team, name=n) for n in ("done", "todo"))
+    done, todo = (make_deployment(n, polling_active=True) for n in ("done", "todo"))
     for deployment in (done, todo):
-        Investigation.objects.create(team=team, deployment=deployment, symptom="high-ttft")
         _target(deployment, "http://127.0.0.1:9/metrics")
     polled = Target.objects.get(deployment=done)
     Poll.objects.create(target=polled, cycle_at=cycle_start(now, done.poll_interval_s), ok=True)

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.retention import prune
 from probes.series import downsample, load_series

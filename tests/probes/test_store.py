@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes.cycles import cycle_start
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes.models import Target, TargetKind
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from investigations.models import Deployment
+from deployments.models import Deployment
 from probes.models import Target, TargetKind
 
 

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.tasks import poll_deployment
 from tests.support.hostile import hostile_server

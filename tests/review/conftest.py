@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from investigations.playbook import get_playbook
 from postmortems import actions as postmortem_actions
 from tests.conftest import require_service

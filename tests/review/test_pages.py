@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Decision, Deployment, Investigation
+from investigations.models import Decision, Investigation
 from review.models import ReviewComment
 from tests.review.conftest import closed_incident
 

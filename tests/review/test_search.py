@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from investigations.models import Deployment, Investigation
+from deployments.models import Deployment
+from investigations.models import Investigation
 from review import actions as review_actions
 from review import search
 from tests.review.conftest import closed_incident

@@ -16,8 +16,8 @@ import audit
 from audit.admin import purging
 from audit.log import NotInTransaction
 from audit.models import AppendOnlyError, AuditEntry
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from postmortems import actions as postmortem_actions
 from probes.models import Target
 from teams.models import Membership, Role
@@ -293,7 +293,7 @@ def test_a_superuser_deletes_through_the_admin(client, django_user_model, entry)
 
 
 def test_members_read_the_investigations_log(client_for, viewer, investigation, commander):
-    response = client_for(viewer).get(reverse("audit:investigation", args=[investigation.pk]))
+    response = client_for(viewer).get(reverse("investigations:audit", args=[investigation.pk]))
     assert response.status_code == 200
     assert b'data-action="investigation.open"' in response.content
     assert commander.username.encode() in response.content
@@ -311,7 +311,7 @@ def test_the_team_page_filters_by_action(client_for, commander, team, investigat
     membership = Membership.objects.get(team=team, user=viewer)
     client = client_for(commander)
     client.post(reverse("teams:change_role", args=[team.pk, membership.pk]), {"role": "responder"})
-    page = client.get(reverse("audit:team", args=[team.pk]), {"action": "member.role"})
+    page = client.get(reverse("teams:audit", args=[team.pk]), {"action": "member.role"})
     assert page.status_code == 200
     assert b'data-action="member.role"' in page.content
     assert b'data-action="investigation.open"' not in page.content

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from artifacts.models import Artifact
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from postmortems.models import Export, Postmortem
 from probes.models import Target, TargetKind
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 - fixtures
@@ -72,10 +72,10 @@ def _pages(team, incident) -> list[str]:
         reverse("teams:list"),
         reverse("teams:detail", args=[team.pk]),
         reverse("api:tokens", args=[team.pk]),
-        reverse("audit:team", args=[team.pk]),
+        reverse("teams:audit", args=[team.pk]),
         reverse("investigations:deployment", args=[incident["deployment"].pk]),
         reverse("investigations:detail", args=[investigation]),
-        reverse("audit:investigation", args=[investigation]),
+        reverse("investigations:audit", args=[investigation]),
         reverse("artifacts:detail", args=[incident["artifact"].pk]),
         reverse("postmortems:detail", args=[investigation]),
         reverse("password_change"),

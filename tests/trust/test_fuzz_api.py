@@ -18,8 +18,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifacts.models import Artifact
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
 from investigations.tokens import create_token
 from tests.trust.conftest import fuzz_settings, json_values, mutated
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.evaluation import playbook_functions
 from investigations.expressions import FUNCTIONS, ExpressionError, compile_expression
 from tests.trust.conftest import accepted_or_rejected, fuzz_settings

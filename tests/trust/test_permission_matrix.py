@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pytest
 from django.contrib import admin
@@ -34,9 +34,11 @@ from django.utils import timezone
 
 from artifacts.models import Artifact
 from audit.models import AuditEntry
+from deployments.budget import Budget
+from deployments.models import Deployment
 from drills.models import Drill, DrillRange
 from investigations import tokens
-from investigations.models import Decision, Deployment, FixRecord, Investigation
+from investigations.models import Decision, FixRecord, Investigation
 from postmortems.models import ActionItem, Export, Postmortem, PostmortemVersion
 from probes.models import Target, TargetKind
 from review.models import ReviewComment
@@ -141,6 +143,10 @@ def _json(value: Callable[[World], object]) -> Callable[[World], bytes]:
     return lambda w: json.dumps(value(w)).encode()
 
 
+def _deployment_form(name: str) -> dict:
+    return {"name": name, "engine": "vllm", "poll_interval_s": 5, **asdict(Budget())}
+
+
 NODE = "kv-cache-pressure"  # a hypothesis of the high-ttft playbook with a fix and an alert
 
 MATRIX: dict[str, Page | Api] = {
@@ -165,8 +171,19 @@ MATRIX: dict[str, Page | Api] = {
         get=members(COMMANDER, 200), post=members(COMMANDER, 200), data=lambda w: {"name": "ci"}
     ),
     "api:revoke_token": Page(post=members(COMMANDER, 302)),
-    "audit:team": Page(get=members(COMMANDER, 200)),
+    "teams:audit": Page(get=members(COMMANDER, 200)),
     # Deployments, targets, investigations.
+    "deployments:create": Page(
+        # Any team's commander may open the form; the team must be one they command.
+        get={ANON: LOGIN, OUTSIDER: 200, VIEWER: 403, RESPONDER: 403, COMMANDER: 200},
+        post={ANON: LOGIN, OUTSIDER: 400, VIEWER: 403, RESPONDER: 403, COMMANDER: 302},
+        data=lambda w: {**_deployment_form("atlas-new"), "team_choice": str(w.team.pk)},
+    ),
+    "deployments:edit": Page(
+        get=members(COMMANDER, 200),
+        post=members(COMMANDER, 302),
+        data=lambda w: {**_deployment_form(w.deployment.name), "tp_size": 8},
+    ),
     "investigations:deployment": Page(get=members(VIEWER, 200)),
     "investigations:deployment_targets": Page(get=members(VIEWER, 200)),
     "probes:add_target": Page(
@@ -197,7 +214,7 @@ MATRIX: dict[str, Page | Api] = {
         post=members(COMMANDER, 302), data=lambda w: {"override": "matrix test"}
     ),
     "investigations:gate": Page(get=members(VIEWER, 200)),
-    "audit:investigation": Page(get=members(VIEWER, 200)),
+    "investigations:audit": Page(get=members(VIEWER, 200)),
     # Artifacts.
     "artifacts:upload": Page(post=members(RESPONDER, 302)),
     "artifacts:list": Page(get=members(VIEWER, 200)),
@@ -502,9 +519,15 @@ def test_the_matrix_has_no_entries_for_urls_that_are_gone():
 
 def test_the_walk_sees_every_app():
     namespaces = {key.split(":")[0] for key in ROUTES if ":" in key}
-    assert {"teams", "investigations", "probes", "api", "artifacts", "postmortems", "audit"} <= (
-        namespaces
-    )
+    assert {
+        "teams",
+        "investigations",
+        "probes",
+        "api",
+        "artifacts",
+        "postmortems",
+        "deployments",
+    } <= (namespaces)
     assert len(PAGE_KEYS) + len(API_KEYS) == len(MATRIX)
 
 

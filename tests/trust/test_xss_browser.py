@@ -30,15 +30,16 @@ from artifacts import actions as artifact_actions
 from artifacts import safepickle
 from artifacts.models import Artifact, Source
 from artifacts.tasks import analyse_artifact
+from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
-from investigations.models import Deployment, Investigation
+from investigations.models import Investigation
+from investigations.tasks import poll_and_evaluate
 from investigations.tokens import create_token
 from postmortems import actions as pm_actions
 from postmortems import tasks as pm_tasks
 from postmortems.models import SECTIONS, ActionItem, Export
 from probes.models import Target, TargetKind
-from probes.tasks import poll_deployment
 from teams.models import Membership, Role, Team
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 (fixtures)
 from tests.support.hostile import _Handler, hostile_server
@@ -313,7 +314,7 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
             for back in (30, 15, 0):
                 cycle = timezone.now() - timedelta(seconds=back)
                 beat.submit(
-                    poll_deployment.apply, args=[str(world.deployment.pk), cycle.isoformat()]
+                    poll_and_evaluate.apply, args=[str(world.deployment.pk), cycle.isoformat()]
                 ).result()
             trace, snapshot = beat.submit(world.artifacts, investigation).result()
         finally:
@@ -355,8 +356,8 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
         (reverse("postmortems:exports", args=[inv]), False),
         (reverse("review:list"), False),
         (reverse("review:detail", args=[inv]), True),
-        (reverse("audit:investigation", args=[inv]), True),
-        (reverse("audit:team", args=[team]), True),
+        (reverse("investigations:audit", args=[inv]), True),
+        (reverse("teams:audit", args=[team]), True),
         (reverse("api:tokens", args=[team]), True),
     ]
     # The detector itself works in this browser: the same payload, unescaped, does run.

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from deployments.models import Deployment
 from drills.models import DrillRange
-from investigations.models import Deployment
 from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
 

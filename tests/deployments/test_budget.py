@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from investigations import budget as b
-from investigations.models import Deployment
+from deployments import budget as b
+from deployments.models import Deployment
 
 ATLAS = b.Budget()
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from artifacts.errors import ArtifactRejected
 from artifacts.fetch import fetch_and_analyse
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.diagnose import Diagnosis, evaluation_json, run
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from probes.net import ProbeError, validate_url

@@ -1,0 +1,25 @@
+"""Fetching deployments on behalf of a user (the rules are teams.access's)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from deployments.models import Deployment
+from teams.access import authorize
+from teams.models import Role
+
+
+def get_deployment(user, deployment_id, minimum: Role = Role.VIEWER) -> Deployment:
+    """A deployment of one of the user's teams: 404 for outsiders, 403 if the role is too low."""
+    try:
+        deployment = Deployment.objects.select_related("team").get(pk=deployment_id)
+    except (Deployment.DoesNotExist, ValueError):
+        raise Http404 from None
+    authorize(user, deployment.team_id, minimum)
+    return deployment
+
+
+def visible_to(user) -> QuerySet[Deployment]:
+    """Deployments of the user's teams, for lists and pickers."""
+    return Deployment.objects.filter(team__memberships__user=user).select_related("team")

@@ -1,0 +1,11 @@
+from django.contrib import admin
+
+from deployments.models import Deployment
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "engine", "model_name", "poll_interval_s", "polling_active"]
+    list_filter = ["engine", "polling_active", "team"]
+    search_fields = ["name", "model_name"]
+    readonly_fields = ["polling_active", "created"]

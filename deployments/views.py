@@ -1,0 +1,58 @@
+"""Creating and editing deployments: commanders only (the budget decides what evaluation
+calls normal). Thin: authorise through ``access``, call one action, render."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from deployments import actions
+from deployments.access import get_deployment
+from deployments.forms import BUDGET_FIELDS, DeploymentForm, NewDeploymentForm
+from teams.access import teams_of
+from teams.models import Role
+
+
+@require_http_methods(["GET", "POST"])
+def create_deployment(request: HttpRequest) -> HttpResponse:
+    teams = teams_of(request.user, Role.COMMANDER)
+    if not teams.exists():
+        raise PermissionDenied("Creating a deployment needs the commander role in a team.")
+    form = NewDeploymentForm(request.POST or None, teams=teams)
+    if request.method == "POST":
+        if form.is_valid():
+            deployment = actions.create_deployment(form=form, user=request.user)
+            messages.success(request, f"Deployment {deployment.name} created.")
+            return redirect("investigations:deployment", deployment_id=deployment.pk)
+        return _render(request, form, None, status=400)
+    return _render(request, form, None)
+
+
+@require_http_methods(["GET", "POST"])
+def edit_deployment(request: HttpRequest, deployment_id) -> HttpResponse:
+    deployment = get_deployment(request.user, deployment_id, Role.COMMANDER)
+    form = DeploymentForm(request.POST or None, instance=deployment)
+    if request.method == "POST":
+        if form.is_valid():
+            actions.update_deployment(form=form, user=request.user)
+            messages.success(request, f"Deployment {deployment.name} saved.")
+            return redirect("investigations:deployment", deployment_id=deployment.pk)
+        return _render(request, form, deployment, status=400)
+    return _render(request, form, deployment)
+
+
+def _render(request, form, deployment, status: int = 200) -> HttpResponse:
+    return render(
+        request,
+        "deployments/form.html",
+        {
+            "form": form,
+            "deployment": deployment,
+            "identity_fields": [f for f in form if f.name not in BUDGET_FIELDS],
+            "budget_fields": [f for f in form if f.name in BUDGET_FIELDS],
+        },
+        status=status,
+    )
