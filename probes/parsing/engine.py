@@ -45,6 +45,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from probes.parsing.engine_names import SGLANG_IGNORED, VLLM_IGNORED
 from probes.parsing.exposition import (
@@ -295,7 +296,7 @@ def _detect_vllm(exp: Exposition) -> bool:
     return any(name.startswith("vllm:") for name in exp.families)
 
 
-_VLLM_TABLES = {
+_VLLM_TABLES: dict[str, Any] = {
     "engine": "vLLM",
     "prefixes": ("vllm:",),
     "gauges": MappingProxyType(_VLLM_GAUGES),

@@ -262,13 +262,16 @@ def _parse_head(
     msg = head.msg
     events: list[LogEvent] = []
 
-    def emit(kind: str, text: str = line, **values: float | str | bool) -> None:
+    def record(kind: str, values: Mapping[str, float | str | bool], text: str = line) -> None:
         events.append(
             LogEvent(
                 kind, line_no, head.timestamp, head.level, head.process,
-                MappingProxyType(values), text[:512], head.received_at,
+                MappingProxyType(dict(values)), text[:512], head.received_at,
             )
         )  # fmt: skip
+
+    def emit(kind: str, **values: float | str | bool) -> None:
+        record(kind, values)
 
     if head.flavour in ("vllm", "sglang") and state.flavour != head.flavour:
         state = replace(state, flavour=head.flavour)
@@ -301,7 +304,7 @@ def _parse_head(
             }
             if found["bs"]:
                 values |= {"bs": float(found["bs"]), "avail_mem_gb": float(found[4])}
-            emit("cuda_graph_capture_started", **values)
+            record("cuda_graph_capture_started", values)
             state = replace(state, capturing=True)
     elif (found := _CHUNKED.search(msg)) is not None:
         emit("chunked_prefill", max_num_batched_tokens=_num(found[1]))
@@ -328,16 +331,16 @@ def _parse_head(
         values = {"mode": found["mode"]}
         if found["total"]:
             values["cumulative"] = float(found["total"])
-        emit("preemption", **values)
+        record("preemption", values)
     elif (found := _RETRACT.search(msg)) is not None:
         values = {"retracted_reqs": float(found[1])}
         if found[3]:
             values |= {"new_token_ratio_before": float(found[3])}
             values |= {"new_token_ratio_after": float(found[4])}
-        emit("kv_retraction", **values)
+        record("kv_retraction", values)
         state = replace(state, flavour="sglang")
     elif (found := _OOM.search(msg)) is not None:
-        emit("cuda_oom", **_oom(msg, found))
+        record("cuda_oom", _oom(msg, found))
     elif (found := _DIED.search(msg)) is not None:
         emit("engine_died", reason=found[0])
     elif _STARTUP_MEMORY.search(msg) is not None:
@@ -348,7 +351,7 @@ def _parse_head(
             values["collected"] = float(found[2])
         if found[3]:
             values["objects"] = float(found[3])
-        emit("gc_pause", **values)
+        record("gc_pause", values)
     elif (found := _SERVER_START.search(msg)) is not None:
         if state.started:
             emit("restart")
@@ -358,18 +361,18 @@ def _parse_head(
         emit("engine_ready")
         state = replace(state, warm=True, started=True)
     elif (stats := _stats(msg)) is not None:
-        emit("stats", **stats)
+        record("stats", stats)
         state = replace(state, warm=True, flavour="vllm")
         if "preemptions" in stats:
             state = replace(state, reports_preemptions=True)
     elif (batch := _batch(msg)) is not None:
-        emit("sglang_batch", **batch)
+        record("sglang_batch", batch)
         state = replace(state, warm=True, flavour="sglang")
     if state.traceback and not _TRACEBACK.search(msg):
         # The first line after a traceback's frames is its exception: a known event
         # explains the traceback, anything else leaves it unrecognised.
         if not events:
-            emit(UNRECOGNISED, text=state.traceback)
+            record(UNRECOGNISED, {}, text=state.traceback)
         state = replace(state, traceback="")
     if events:
         return state, events
@@ -478,8 +481,8 @@ def feed(
         end = _LINE_END.search(chunk)
         if end is None:
             if final:
-                state, events = _flush(replace(state, discarding=False), now)
-                return state, tuple(events)
+                state, flushed = _flush(replace(state, discarding=False), now)
+                return state, tuple(flushed)
             return state, ()
         chunk, discarding = chunk[end.end() :], False
     data = state.carry + chunk

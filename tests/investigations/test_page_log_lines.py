@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from investigations import actions
 from deployments.models import Deployment
+from investigations import actions
 from probes import observe
 from probes.models import Poll, Target, TargetKind
 from probes.parsing.logevents import FollowerState

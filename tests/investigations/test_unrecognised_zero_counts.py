@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.evaluation import evaluate, reduce
 from investigations.playbook import get_playbook
 from probes import observe

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.evaluation import evaluate
 from investigations.playbook import playbooks
 from probes import observe
