@@ -10,6 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from deployments import access as deployment_access
+from investigations import access as investigation_access
 from investigations import overview
 from investigations.forms import OpenInvestigationForm
 from investigations.models import Investigation
@@ -20,11 +21,11 @@ from teams.models import Role
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    mine = Investigation.objects.filter(team__memberships__user=request.user).select_related(
-        "deployment"
-    )
+    mine = investigation_access.visible_to(request.user).select_related("deployment")
     memberships = list(memberships_of(request.user))
-    deployments = deployment_access.visible_to(request.user).prefetch_related("targets")
+    deployments = list(deployment_access.visible_to(request.user).prefetch_related("targets"))
+    # The one-step open form offers only deployments where the user may open (responder+).
+    responds = {m.team_id for m in memberships if m.allows(Role.RESPONDER)}
     return render(
         request,
         "home.html",
@@ -32,6 +33,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "teams": [m.team for m in memberships],
             "can_create_deployment": any(m.allows(Role.COMMANDER) for m in memberships),
             "deployments": deployments,
+            "openable": [d for d in deployments if d.team_id in responds],
             "active": overview.rows(mine.filter(status=Investigation.Status.OPEN)[:50]),
             "recent": overview.rows(
                 mine.filter(status=Investigation.Status.CLOSED).order_by("-closed_at")[:20]

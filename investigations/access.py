@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
 from django.http import Http404
 
-from teams.access import authorize
+from investigations.models import Investigation
+from teams.access import Granted, authorize
 from teams.models import Role
 
 
-def get_investigation(user, investigation_id, minimum: Role = Role.VIEWER):
-    """An investigation of one of the user's teams: 404 for outsiders, 403 if the role is
-    too low for the action."""
-    from investigations.models import Investigation
-
+def investigation_access(
+    user, investigation_id, minimum: Role = Role.VIEWER
+) -> Granted[Investigation]:
+    """An investigation of one of the user's teams with the user's membership there: 404 for
+    outsiders, 403 if the role is too low for the action."""
     try:
         investigation = Investigation.objects.select_related("deployment", "team").get(
             pk=investigation_id
         )
     except (Investigation.DoesNotExist, ValueError):
         raise Http404 from None
-    authorize(user, investigation.team_id, minimum)
-    return investigation
+    return Granted(investigation, authorize(user, investigation.team_id, minimum))
+
+
+def get_investigation(user, investigation_id, minimum: Role = Role.VIEWER) -> Investigation:
+    """The investigation alone (see ``investigation_access``)."""
+    return investigation_access(user, investigation_id, minimum).obj
+
+
+def visible_to(user) -> QuerySet[Investigation]:
+    """Investigations of the user's teams, for lists."""
+    return Investigation.objects.filter(team__memberships__user=user)

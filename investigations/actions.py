@@ -26,20 +26,22 @@ def open_investigation(
     deployment's Prometheus targets, so the next poll cycle already collects it; polling
     itself starts because the deployment now has an open investigation."""
     playbook = get_playbook(symptom)
+    who = (opened_by_text or (user.get_username() if user else "automation"))[:200]
     investigation = Investigation.objects.create(
         team=deployment.team,
         deployment=deployment,
         symptom=symptom,
         title=title or f"{playbook.title} on {deployment.name}",
         opened_by=user,
+        opened_by_name=who,
         alert_fingerprint=fingerprint,
     )
-    who = opened_by_text or (user.get_username() if user else "automation")
     TimelineEvent.objects.create(
         investigation=investigation,
         kind="opened",
         actor=user,
         summary=f"Opened from symptom {symptom} by {who}",
+        data={"opened_by": who},
     )
     audit.record(
         "investigation.open",

@@ -31,6 +31,12 @@ class Investigation(models.Model):
     opened_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    opened_by_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who or what opened it (a person, an API token, an alert), as text that "
+        "outlives users; the record reads this, never the timeline's wording.",
+    )
     closed_at = models.DateTimeField(null=True, blank=True)
     root_cause = models.CharField(max_length=64, blank=True)
     alert_fingerprint = models.CharField(max_length=64, blank=True, db_index=True)

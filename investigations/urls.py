@@ -28,4 +28,10 @@ urlpatterns = [
         views.deployment_targets,
         name="deployment_targets",
     ),
+    path("deployments/<uuid:deployment_id>/targets/new/", views.add_target, name="add_target"),
+    path(
+        "deployments/<uuid:deployment_id>/targets/<uuid:target_id>/toggle/",
+        views.toggle_target,
+        name="toggle_target",
+    ),
 ]

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.log import for_investigation as audit_log_of
-from deployments.access import get_deployment
+from deployments.access import deployment_access, get_deployment
 from deployments.budget import (
     Budget,
     chunk_cost_ms,
@@ -23,36 +23,63 @@ from deployments.budget import (
     mixed_step_ceiling_ms,
 )
 from investigations import actions, live, panels
-from investigations.access import get_investigation
+from investigations.access import get_investigation, investigation_access
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
 from investigations.playbook import get_playbook
+from probes import actions as probe_actions
 from probes.forms import TargetForm
-from probes.models import TargetKind
-from teams.models import Membership, Role
+from probes.models import Target, TargetKind
+from teams.models import Role
 
 
 @require_GET
 def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
-    deployment = get_deployment(request.user, deployment_id)
-    return render(request, "investigations/deployment.html", _context(deployment, request.user))
+    granted = deployment_access(request.user, deployment_id)
+    return render(request, "investigations/deployment.html", deployment_context(granted))
 
 
 @require_GET
 def deployment_targets(request: HttpRequest, deployment_id) -> HttpResponse:
     """The probe health table alone, for htmx to refresh in place."""
-    deployment = get_deployment(request.user, deployment_id)
-    return render(request, "investigations/_targets.html", _context(deployment, request.user))
+    granted = deployment_access(request.user, deployment_id)
+    return render(request, "investigations/_targets.html", deployment_context(granted))
 
 
-def _context(deployment, user=None) -> dict:
-    can_manage = (
-        user is not None
-        and Membership.objects.filter(
-            team_id=deployment.team_id, user=user, role=Role.COMMANDER
-        ).exists()
-    )
+@require_POST
+def add_target(request: HttpRequest, deployment_id) -> HttpResponse:
+    """Register a probe target (commanders: targets decide where workers connect). A refused
+    target re-renders the whole deployment page with the form's errors."""
+    granted = deployment_access(request.user, deployment_id, Role.COMMANDER)
+    deployment = granted.obj
+    form = TargetForm(request.POST, instance=Target(deployment=deployment))
+    if form.is_valid():
+        target = probe_actions.add_target(form=form, user=request.user)
+        messages.success(request, f"Probing {target}.")
+        return redirect("investigations:deployment", deployment_id=deployment.pk)
+    context = deployment_context(granted, target_form=form)
+    return render(request, "investigations/deployment.html", context, status=400)
+
+
+@require_POST
+def toggle_target(request: HttpRequest, deployment_id, target_id) -> HttpResponse:
+    deployment = deployment_access(request.user, deployment_id, Role.COMMANDER).obj
+    try:
+        target = deployment.targets.get(pk=target_id)
+    except (Target.DoesNotExist, ValueError):
+        raise Http404 from None
+    probe_actions.set_enabled(target=target, enabled=not target.enabled, user=request.user)
+    state = "enabled" if target.enabled else "disabled"
+    messages.success(request, f"{target} {state}.")
+    return redirect("investigations:deployment", deployment_id=deployment.pk)
+
+
+def deployment_context(granted, *, target_form: TargetForm | None = None) -> dict:
+    """Everything the deployment page (and its targets partial) shows, with the write forms
+    only for the roles that may use them."""
+    deployment = granted.obj
+    can_manage = granted.allows(Role.COMMANDER)
     budget = Budget.of(deployment)
     return {
         "deployment": deployment,
@@ -64,7 +91,8 @@ def _context(deployment, user=None) -> dict:
         },
         "targets": deployment.targets.order_by("kind", "replica"),
         "can_manage": can_manage,
-        "target_form": TargetForm() if can_manage else None,
+        "can_open": granted.allows(Role.RESPONDER),
+        "target_form": (target_form or TargetForm()) if can_manage else None,
         "open_form": OpenInvestigationForm(),
         "investigations": deployment.investigations.order_by("-opened_at")[:20],
     }
@@ -98,13 +126,8 @@ def open_investigation(request: HttpRequest, deployment_id) -> HttpResponse:
 
 @require_GET
 def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse:
-    investigation = get_investigation(request.user, investigation_id)
-    context = _page_context(investigation)
-    context["can_respond"] = Membership.objects.filter(
-        team_id=investigation.team_id,
-        user=request.user,
-        role__in=[Role.COMMANDER, Role.RESPONDER],
-    ).exists()
+    granted = investigation_access(request.user, investigation_id)
+    context = _page_context(granted)
     # From the probe strip's targets, already read: no query of its own.
     context["has_profiler_targets"] = any(
         t.kind == TargetKind.PROFILER and t.enabled for t in context["targets"]
@@ -119,8 +142,7 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
 @require_GET
 def investigation_tree(request: HttpRequest, investigation_id) -> HttpResponse:
     """The evaluated tree alone, for htmx to refresh every poll cycle."""
-    investigation = get_investigation(request.user, investigation_id)
-    context = _page_context(investigation)
+    context = _page_context(investigation_access(request.user, investigation_id))
     context["oob_timeline"] = True  # the timeline sits lower on the page; swapped by id
     return render(request, "investigations/_tree.html", context)
 
@@ -256,7 +278,10 @@ def gate_rules(request: HttpRequest, investigation_id) -> HttpResponse:
     return response
 
 
-def _page_context(investigation) -> dict:
+def _page_context(granted) -> dict:
+    """The investigation page's (and tree partial's) context; write forms only for the roles
+    that may use them (responders decide and record fixes, commanders close)."""
+    investigation = granted.obj
     now = timezone.now()
     # The tree refreshes every 5 s for everyone watching: the observation read is shared
     # between requests until something new is stored (live.current_state, ``reuse``).
@@ -269,6 +294,8 @@ def _page_context(investigation) -> dict:
     top = ranking[0] if ranking else None
     return {
         "investigation": investigation,
+        "can_respond": granted.allows(Role.RESPONDER),
+        "can_command": granted.allows(Role.COMMANDER),
         "playbook": state.playbook,
         "result": result,
         "fix_record": state.fix,

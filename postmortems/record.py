@@ -89,16 +89,10 @@ def build_document(data: RecordInput) -> dict:
     }
 
 
-def opened_by(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> str:
-    """A person's name, or what opened it (an alert, the API): from the opening event."""
-    if inv.get("opened_by"):
-        return inv["opened_by"]
-    for event in timeline:
-        if event["kind"] == "opened":
-            _, sep, who = event["summary"].rpartition(" by ")
-            if sep and who:
-                return who
-    return "automation"
+def opened_by(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]] = ()) -> str:
+    """A person's name, or what opened it (an alert, the API), as stored when it opened
+    (``Investigation.opened_by_name``); never parsed back out of the timeline's wording."""
+    return inv.get("opened_by_name") or inv.get("opened_by") or "automation"
 
 
 def alarm_breaches(timeline: Sequence[Mapping[str, Any]], *, end: datetime) -> list[dict]:
@@ -556,6 +550,7 @@ def load_document(
             "is_drill": investigation.is_drill,
             "opened_at": investigation.opened_at,
             "opened_by": name(investigation.opened_by),
+            "opened_by_name": investigation.opened_by_name,
             "closed_at": investigation.closed_at,
             "root_cause": investigation.root_cause,
             "close_override": investigation.close_override,

@@ -15,7 +15,7 @@ from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRa
 from django.db.models import F, Q, QuerySet
 from django.utils.safestring import SafeString
 
-from investigations.models import Investigation
+from investigations import access as investigation_access
 from review import text
 from review.indexing import SEARCH_CONFIG
 from review.models import SearchDocument
@@ -150,4 +150,4 @@ def excerpts(ids: list, query: str, *, full_text: bool) -> dict[object, SafeStri
 
 def investigations_for(user) -> QuerySet:
     """Every investigation of the user's teams (the same rule as investigations.access)."""
-    return Investigation.objects.filter(team__memberships__user=user)
+    return investigation_access.visible_to(user)

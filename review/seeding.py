@@ -196,6 +196,7 @@ def _one(rows: _Rows, rng: random.Random, team, deployment, now: datetime, days:
         is_drill=drill,
         opened_at=opened,
         opened_by=user,
+        opened_by_name=user.get_username() if user else "automation",
     )
     events = [("opened", opened, f"Opened from symptom {symptom}")]
     unresolved = rng.random() < 0.05

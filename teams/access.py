@@ -8,11 +8,27 @@ too low for the action get 403. Every protected object gets one function here
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from teams.models import ROLE_RANK, Membership, Role, Team
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Granted(Generic[T]):
+    """A row the user may reach, with the membership that let them: what else they may do
+    there (which forms a page shows) is answered without another query."""
+
+    obj: T
+    membership: Membership
+
+    def allows(self, minimum: Role) -> bool:
+        return self.membership.allows(minimum)
 
 
 def authorize(user, team_id: uuid.UUID | str, minimum: Role = Role.VIEWER) -> Membership:

@@ -15,7 +15,7 @@ def deployment(team):
 
 
 def _add(client, deployment, **data):
-    return client.post(reverse("probes:add_target", args=[deployment.id]), data)
+    return client.post(reverse("investigations:add_target", args=[deployment.id]), data)
 
 
 def test_a_commander_registers_an_engine_target(client_for, commander, deployment):
@@ -64,7 +64,7 @@ def test_a_commander_can_disable_a_target(client_for, commander, responder, depl
     target = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:8000/metrics"
     )
-    url = reverse("probes:toggle_target", args=[deployment.id, target.id])
+    url = reverse("investigations:toggle_target", args=[deployment.id, target.id])
     assert client_for(responder).post(url).status_code == 403
     assert client_for(commander).post(url).status_code == 302
     target.refresh_from_db()

@@ -124,12 +124,12 @@ def test_a_refused_role_change_leaves_no_entry(client_for, commander, team):
 def test_target_changes_through_the_pages(client_for, commander, deployment):
     client = client_for(commander)
     client.post(
-        reverse("probes:add_target", args=[deployment.pk]),
+        reverse("investigations:add_target", args=[deployment.pk]),
         {"kind": "engine", "url": "http://127.0.0.1:8100/metrics", "replica": "r0"},
     )
     target = Target.objects.get(deployment=deployment)
-    client.post(reverse("probes:toggle_target", args=[deployment.pk, target.pk]))
-    client.post(reverse("probes:toggle_target", args=[deployment.pk, target.pk]))
+    client.post(reverse("investigations:toggle_target", args=[deployment.pk, target.pk]))
+    client.post(reverse("investigations:toggle_target", args=[deployment.pk, target.pk]))
     assert [a for a, _ in _entries(team=deployment.team)] == [
         "target.create",
         "target.disable",

@@ -186,11 +186,11 @@ MATRIX: dict[str, Page | Api] = {
     ),
     "investigations:deployment": Page(get=members(VIEWER, 200)),
     "investigations:deployment_targets": Page(get=members(VIEWER, 200)),
-    "probes:add_target": Page(
+    "investigations:add_target": Page(
         post=members(COMMANDER, 302),
         data=lambda w: {"kind": "engine", "url": "http://127.0.0.1:8100/metrics", "replica": "r9"},
     ),
-    "probes:toggle_target": Page(post=members(COMMANDER, 302)),
+    "investigations:toggle_target": Page(post=members(COMMANDER, 302)),
     "investigations:open_from_home": Page(
         post=members(RESPONDER, 302),
         data=lambda w: {"deployment": str(w.deployment.pk), "symptom": "high-ttft"},
@@ -519,15 +519,8 @@ def test_the_matrix_has_no_entries_for_urls_that_are_gone():
 
 def test_the_walk_sees_every_app():
     namespaces = {key.split(":")[0] for key in ROUTES if ":" in key}
-    assert {
-        "teams",
-        "investigations",
-        "probes",
-        "api",
-        "artifacts",
-        "postmortems",
-        "deployments",
-    } <= (namespaces)
+    expected = {"teams", "deployments", "investigations", "api", "artifacts", "postmortems"}
+    assert expected | {"review", "drills"} <= namespaces
     assert len(PAGE_KEYS) + len(API_KEYS) == len(MATRIX)
 
 
