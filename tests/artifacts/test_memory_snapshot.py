@@ -59,6 +59,7 @@ def sample(name: str) -> Path:
 # ----------------------------------------------------------------- real samples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(README))
 def test_real_samples_load_with_readme_totals(name: str) -> None:
     reserved, allocated, nsegs, entries = README[name]
@@ -237,6 +238,7 @@ def scenarios() -> dict[str, dict]:
     }
 
 
+@pytest.mark.slow
 def test_healthy_scenario_has_no_findings(scenarios: dict[str, dict]) -> None:
     out = scenarios["healthy"]
     assert out["findings"] == []
@@ -245,6 +247,7 @@ def test_healthy_scenario_has_no_findings(scenarios: dict[str, dict]) -> None:
     assert 0 < out["graph_pool_bytes"] < GiB  # the warm-up pool only
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["graph-pool-growth", "graph-pool-growth-oom"])
 def test_graph_pool_growth_scenario(scenarios: dict[str, dict], key: str) -> None:
     out = scenarios[key]
@@ -262,6 +265,7 @@ def test_graph_pool_growth_scenario(scenarios: dict[str, dict], key: str) -> Non
         assert out["signals"]["artifact_oom_count"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["allocator-leak", "allocator-leak-oom"])
 def test_allocator_leak_scenario(scenarios: dict[str, dict], key: str) -> None:
     out = scenarios[key]
@@ -275,6 +279,7 @@ def test_allocator_leak_scenario(scenarios: dict[str, dict], key: str) -> None:
     assert (keys == ["allocator-leak", "oom"]) == key.endswith("oom")
 
 
+@pytest.mark.slow
 def test_as_dict_contract(scenarios: dict[str, dict]) -> None:
     out = scenarios["graph-pool-growth-oom"]
     for k in ("kind", "reserved_bytes", "allocated_bytes", "graph_pool_bytes", "devices",

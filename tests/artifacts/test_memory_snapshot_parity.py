@@ -22,6 +22,8 @@ else:
 
 from torch.cuda import _memory_viz
 
+pytestmark = pytest.mark.slow  # torch's import and its own pure-Python walk of each file
+
 NAMES = sorted(
     [
         "mlsys_profile_grad.pkl",

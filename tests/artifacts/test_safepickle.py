@@ -412,6 +412,7 @@ def _shared_data(draw):
     return [*draw(st.lists(st.sampled_from(tuple(pool)), min_size=1, max_size=6)), value]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_shared_data(), st.integers(2, 5), _limits)
 def test_differential_generated_pickles(value, protocol: int, limits) -> None:
@@ -441,6 +442,7 @@ def _mutated(draw):
 _ALL_CODES = sorted(ord(op.code) for op in pickletools.opcodes)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated(), _limits)
 def test_differential_mutated_pickles(data: bytes, limits) -> None:
@@ -502,6 +504,7 @@ def _op_soup(draw):
     return b"".join(out)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_op_soup(), _limits)
 def test_differential_opcode_soup(data: bytes, limits) -> None:
@@ -547,6 +550,7 @@ def test_differential_hand_written_hostile_inputs() -> None:
                 assert_same_verdict(data[:-cut], limits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", [2, 4])
 def test_differential_opcode_budget_and_chunk_edges(protocol: int) -> None:
     # Long BINGET/LONG_BINGET runs, strings and LONG1s around every 65,536-opcode checkpoint.
@@ -564,6 +568,7 @@ def test_differential_opcode_budget_and_chunk_edges(protocol: int) -> None:
         assert_same_verdict(data[:-cut])
 
 
+@pytest.mark.slow
 def test_differential_real_snapshots() -> None:
     if samples_absent(MEMORY_SNAPSHOTS):
         pytest.skip("shared samples are not present")

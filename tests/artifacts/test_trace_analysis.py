@@ -88,6 +88,7 @@ def test_long_prefill_itl_scenario_names_the_cause() -> None:
     assert result["signals"]["artifact_step_max_ms"] > 190.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["healthy", "gc-pauses"])
 def test_scenarios_without_oversized_chunks_have_no_finding(name: str) -> None:
     result = _scenario(name)
@@ -127,6 +128,7 @@ def test_nccl_sample_matches_hta_definitions() -> None:
     assert r["long_cpu_ops"][0]["gpu_busy_fraction"] == 0.0
 
 
+@pytest.mark.slow
 def test_cuda_graph_launches_share_correlations() -> None:
     r = _sample("hta_a100_ws16_rank0.json.gz")
     g = r["graph_launches"]
@@ -169,6 +171,7 @@ def test_parse_step_annotation_forms() -> None:
     assert parse_step_annotation("ProfilerStep#3") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

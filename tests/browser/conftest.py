@@ -41,7 +41,7 @@ def chromium():
         from playwright.sync_api import sync_playwright
     except ImportError:
         require_service("Chromium", "the playwright package is not installed")
-    if not Path(CHROMIUM).exists():
+    if not os.access(CHROMIUM, os.X_OK):
         require_service("Chromium", f"{CHROMIUM} is missing (apt-get install chromium)")
     # Playwright's sync API keeps an asyncio loop running in this thread between calls, so
     # Django's async-safety check would refuse the test's own ORM calls (and pytest-django's

@@ -12,6 +12,9 @@ from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 
+# Each diagnose runs its cycles on the real clock (1 s apart): seconds per test.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def simulate():

@@ -179,6 +179,7 @@ def test_the_synthetic_playbook_has_fifty_hypotheses(fifty):
     assert set(fifty.causes()) == set(CAUSES)
 
 
+@pytest.mark.slow
 def test_fifty_hypotheses_over_fifty_thousand_observations_in_a_fixed_number_of_queries(
     fifty, team, commander, client_for, django_assert_max_num_queries
 ):
@@ -224,6 +225,7 @@ def test_fifty_hypotheses_over_fifty_thousand_observations_in_a_fixed_number_of_
     assert again.status_code == 204
 
 
+@pytest.mark.slow
 def test_every_chart_stays_under_the_point_budget(fifty, team, commander, client_for):
     investigation = build_record(team, commander, observations=25_000)
     from investigations import panels

@@ -175,3 +175,17 @@ def media(settings, tmp_path):
 def need_poppler() -> None:
     if not (shutil.which("pdftotext") and shutil.which("pdfimages")):
         require_service("poppler-utils", "pdftotext/pdfimages are not installed")
+
+
+def need_weasyprint():
+    """``postmortems.pdf``, or a skip (locally) / failure (CI) when WeasyPrint cannot load
+    Pango: it dlopens the library at import and raises OSError without it."""
+    try:
+        from postmortems import pdf
+    except OSError as exc:
+        require_service(
+            "WeasyPrint",
+            f"Pango cannot be loaded ({type(exc).__name__}; "
+            "apt-get install libpango-1.0-0 libpangoft2-1.0-0)",
+        )
+    return pdf

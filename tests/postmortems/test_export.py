@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from postmortems import tasks
 from postmortems.models import Export
-from tests.postmortems.conftest import need_poppler
+from tests.postmortems.conftest import need_poppler, need_weasyprint
 
 
 def _request(client, investigation, fmt: str, capture) -> Export:
@@ -51,6 +51,7 @@ def test_a_pdf_export_carries_the_record_and_a_vector_chart(
     client_for, responder, incident, media, django_capture_on_commit_callbacks
 ):
     need_poppler()
+    need_weasyprint()
     export = _request(client_for(responder), incident, "pdf", django_capture_on_commit_callbacks)
     assert tasks.export_postmortem.apply(args=[str(export.pk)]).get() == "done"
     export.refresh_from_db()
@@ -103,6 +104,7 @@ def test_a_markdown_export_downloads_as_an_attachment(
 def test_a_pdf_download_has_the_pdf_content_type(
     client_for, responder, incident, media, django_capture_on_commit_callbacks
 ):
+    need_weasyprint()
     client = client_for(responder)
     export = _request(client, incident, "pdf", django_capture_on_commit_callbacks)
     tasks.export_postmortem.apply(args=[str(export.pk)])

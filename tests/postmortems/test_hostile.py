@@ -8,11 +8,11 @@ import subprocess
 import pytest
 from django.urls import reverse
 
-from postmortems import pdf, tasks
+from postmortems import tasks
 from postmortems.markdown import render_markdown
 from postmortems.models import Export
 from postmortems.record import load_document
-from tests.postmortems.conftest import need_poppler
+from tests.postmortems.conftest import need_poppler, need_weasyprint
 
 SCRIPT = "<script>alert('pm')</script>"
 METADATA_IMG = '<img src="http://169.254.169.254/latest/meta-data/">'
@@ -53,6 +53,7 @@ def test_hostile_narrative_is_text_in_the_pdf_and_nothing_is_fetched(
     hostile, incident, media, monkeypatch, django_capture_on_commit_callbacks
 ):
     need_poppler()
+    pdf = need_weasyprint()
     asked: list[str] = []
     real_fetch = pdf.LocalOnlyFetcher.fetch
 
@@ -75,6 +76,7 @@ def test_hostile_narrative_is_text_in_the_pdf_and_nothing_is_fetched(
 
 
 def test_the_url_fetcher_refuses_everything_but_data_uris():
+    pdf = need_weasyprint()
     fetcher = pdf.LocalOnlyFetcher()
     for url in (
         "http://169.254.169.254/latest/meta-data/",
@@ -96,6 +98,7 @@ def test_the_url_fetcher_refuses_everything_but_data_uris():
 def test_weasyprint_renders_without_what_it_was_refused():
     """Even unescaped markup pointing outside gets nothing: the image and stylesheet are
     refused, and the rest of the document still renders."""
+    pdf = need_weasyprint()
     fetcher = pdf.LocalOnlyFetcher()
     html = (
         '<html><head><link rel="stylesheet" href="http://169.254.169.254/x.css">'

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import shutil
 import socket
 import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -77,7 +77,7 @@ class LivePrometheus:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory) -> Iterator[LivePrometheus]:
-    if not Path(PROMETHEUS).exists():
+    if not os.access(PROMETHEUS, os.X_OK):
         require_service("Prometheus", "binary missing (Debian package `prometheus`)")
     tmp = tmp_path_factory.mktemp("promapi")
     # Prometheus scrapes in real time, so the simulator runs on its realtime clock (20x).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -39,7 +40,7 @@ def prometheus(
     tmp_path: Path, target: str, jobs: Sequence[tuple[str, str]], *, interval: str = "1s"
 ) -> Iterator[str]:
     """Scrape ``target`` (host:port) at each (job, path); yield the server's base URL."""
-    if not Path(BINARY).exists():
+    if not os.access(BINARY, os.X_OK):
         require_service("Prometheus", "binary missing (Debian package `prometheus`)")
     lines = ["global:", f"  scrape_interval: {interval}", "  scrape_timeout: 1s"]
     lines.append("scrape_configs:")

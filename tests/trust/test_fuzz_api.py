@@ -89,6 +89,7 @@ def _alert(draw) -> dict:
     return alert
 
 
+@pytest.mark.slow
 @fuzz_settings(120)
 @given(data=st.data())
 @example(data=None)

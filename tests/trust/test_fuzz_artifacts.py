@@ -200,6 +200,7 @@ def test_mutated_snapshot_bytes_are_analysed_or_rejected(data):
     _analyse_bytes(blob, kind)
 
 
+@pytest.mark.slow
 @fuzz_settings(80)
 @given(data=st.data())
 def test_snapshots_with_hostile_values_are_analysed_or_rejected(data):

@@ -15,6 +15,7 @@ import math
 from datetime import UTC, datetime
 from functools import cache
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -94,6 +95,7 @@ def _stored(seen: observe.Observed) -> None:
         assert isinstance(value, float)
 
 
+@pytest.mark.slow
 @fuzz_settings(200)
 @given(data=st.data())
 @example(data=None)  # the unmutated seeds themselves (see below)
@@ -127,6 +129,7 @@ def test_exposition_shaped_noise_is_parsed_or_rejected(text):
         _stored(result)
 
 
+@pytest.mark.slow
 @fuzz_settings(200)
 @given(data=st.data())
 def test_mutated_engine_logs_always_become_events(data):
@@ -145,6 +148,7 @@ def test_mutated_engine_logs_always_become_events(data):
     logevents.parse_log(blob, NOW, max_line=data.draw(st.integers(1, 512)))
 
 
+@pytest.mark.slow
 @fuzz_settings(150)
 @given(data=st.data())
 def test_mutated_server_info_is_observed_or_rejected(data):

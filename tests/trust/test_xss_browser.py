@@ -376,8 +376,10 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
     assert page.evaluate(INJECTED) == []
 
     # The HTML the PDF is printed from, with scripts enabled (the printer runs none).
-    from postmortems.pdf import render_html
     from postmortems.record import load_document
+    from tests.postmortems.conftest import need_weasyprint
+
+    render_html = need_weasyprint().render_html
 
     page.set_content(render_html(load_document(investigation, investigation_url="/")))
     assert page.evaluate("() => window.__xss") is None
