@@ -117,7 +117,9 @@ async def _one(
                     if tokens <= 0:
                         continue
                     if last is None:
+                        # Tokens that came with the first one arrived with no gap at all.
                         outcome.ttft_s = now - sent
+                        outcome.itl_s.extend([0.0] * (tokens - 1))
                     else:
                         outcome.itl_s.extend([(now - last) / tokens] * tokens)
                     last = now

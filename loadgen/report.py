@@ -2,7 +2,10 @@
 
 Pure. Latencies come from the client's own clock on streamed responses: TTFT is the
 first chunk that carries a token, ITL the gap between chunks divided by the tokens the
-later chunk carried (a chunk may carry several when the server coalesces them).
+later chunk carried (a chunk may carry several when the server coalesces them; tokens
+that come with the first one count as gaps of 0). On a busy machine the server's events
+reach the client in bunches, so client-side ITL is a lower bound at the median and
+bunchy at the tail; the engine's own histogram is what the playbooks read.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ the decode step, the two numbers the playbooks' arithmetic is built on.
 A CPU vLLM is orders of magnitude slower than the Atlas deployment the seed describes,
 so its deployments must carry constants measured on it, never Atlas's. Prefill cost is
 the slope of TTFT over prompt length (one request at a time, one output token, so
-neither queueing nor batching is in it); the decode step is the median gap between
-tokens of a single stream. Medians over repeats keep a busy machine's hiccups out.
+neither queueing nor batching is in it); the decode step is a single stream's decode
+time per token, (e2e - TTFT) / (tokens - 1). Not the median gap between chunks: on a busy
+machine the server's events reach the client in bunches, and most gaps read as ~0.
+Medians over repeats keep a busy machine's hiccups out.
 """
 
 from __future__ import annotations
@@ -72,16 +74,18 @@ def calibrate(
             if outcome.status != "ok" or outcome.ttft_s is None:
                 raise CalibrationError(f"prefill probe failed: {outcome.error}")
             ttfts[length].append(outcome.ttft_s * 1000)
-    gaps: list[float] = []
+    steps: list[float] = []
     for _ in range(repeats):
         outcome = send(PlannedRequest(seq, 0.0, short, decode_tokens))
         seq += 1
-        if outcome.status != "ok" or not outcome.itl_s:
+        if outcome.status != "ok" or outcome.ttft_s is None or outcome.e2e_s is None:
             raise CalibrationError(f"decode probe failed: {outcome.error}")
-        gaps.extend(g * 1000 for g in outcome.itl_s)
+        if outcome.output_tokens < 2:
+            raise CalibrationError("decode probe returned fewer than two tokens")
+        steps.append((outcome.e2e_s - outcome.ttft_s) * 1000 / (outcome.output_tokens - 1))
     medians = {k: statistics.median(v) for k, v in ttfts.items()}
     slope = (medians[long] - medians[short]) / (long - short)
-    return Calibration(max(slope, 1e-4), statistics.median(gaps), medians)
+    return Calibration(max(slope, 1e-4), statistics.median(steps), medians)
 
 
 def tiny_budget(

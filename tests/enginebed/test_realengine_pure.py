@@ -48,12 +48,13 @@ def test_tiny_model_file_and_its_kv_arithmetic(tmp_path):
     assert kv_bytes_per_token() == 1024
 
 
-def test_calibration_is_the_ttft_slope_and_the_median_gap():
+def test_calibration_is_the_ttft_slope_and_decode_time_per_token():
     def send(request):
         prefill = 0.010 + request.prompt_tokens * 0.00005  # 10 ms overhead + 0.05 ms/token
-        gaps = [0.004] * (request.max_tokens - 1)
+        decode = 0.004 * (request.max_tokens - 1)
         return Outcome(request.seq, request.prompt_tokens, request.max_tokens, 0, 0.0,
-                       status="ok", ttft_s=prefill, itl_s=gaps)  # fmt: skip
+                       status="ok", ttft_s=prefill, e2e_s=prefill + decode,
+                       output_tokens=request.max_tokens, itl_s=[0.0] * 3)  # fmt: skip
 
     measured = calibrate(send, short=32, long=768, repeats=3, decode_tokens=16)
     assert measured.prefill_ms_per_token == pytest.approx(0.05)

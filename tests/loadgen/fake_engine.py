@@ -71,11 +71,15 @@ def _handler(behaviour: Behaviour):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 refuses bursts of open-loop arrivals
+
+
 @contextlib.contextmanager
 def fake_engine(behaviour: Behaviour | None = None) -> Iterator[tuple[str, Behaviour]]:
     behaviour = behaviour or Behaviour()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(behaviour))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(behaviour))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

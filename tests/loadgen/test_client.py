@@ -42,8 +42,11 @@ def test_coalesced_chunks_spread_the_gap_over_their_tokens():
     with fake_engine(Behaviour(tokens_per_chunk=3)) as (url, _):
         (outcome,) = run_plan(plan, url, model="m").outcomes
     assert outcome.output_tokens == 9
-    assert len(outcome.itl_s) == 6  # chunks 2 and 3 carry three tokens each
-    assert outcome.itl_s[0] == outcome.itl_s[1] == outcome.itl_s[2]
+    # One gap per token after the first: two that came with it (no gap), then chunks 2 and
+    # 3 spread their gap over the three tokens each carries.
+    assert len(outcome.itl_s) == 8
+    assert outcome.itl_s[:2] == [0.0, 0.0]
+    assert outcome.itl_s[2] == outcome.itl_s[3] == outcome.itl_s[4]
 
 
 def test_errors_are_reported_not_timed():
