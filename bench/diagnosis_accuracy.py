@@ -358,6 +358,13 @@ def _example(rec: dict, r: dict, cause: str, top: str | None) -> str:
     )
 
 
+def _progress(records: list[dict], rec: dict, total: int, started: float) -> None:
+    records.append(rec)
+    if len(records) % 50 == 0 or len(records) == total:
+        elapsed = time.perf_counter() - started
+        print(f"{len(records)}/{total} draws, {elapsed:.0f} s", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     from enginesim.draws import PAIRS, SINGLES
 
@@ -380,12 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.draws)
     ]
     wall = time.perf_counter()
+    records: list[dict] = []
     if args.jobs > 1:
         with multiprocessing.get_context("spawn").Pool(args.jobs, initializer=_setup) as pool:
-            records = pool.map(_job, jobs, chunksize=1)
+            for rec in pool.imap(_job, jobs, chunksize=1):
+                _progress(records, rec, len(jobs), wall)
     else:
         _setup()
-        records = [_job(j) for j in jobs]
+        for job in jobs:
+            _progress(records, _job(job), len(jobs), wall)
     wall = time.perf_counter() - wall
     rows = summarise(records)
     print(
