@@ -20,6 +20,12 @@ class ConfigError(ValueError):
     """A configuration value is out of its valid range."""
 
 
+# vLLM's --custom-histogram-buckets families that enginesim renders (engine-metrics.md §1.3).
+BUCKET_FAMILIES = frozenset(
+    {"time_to_first_token", "inter_token_latency", "request_latency", "iteration_tokens"}
+)
+
+
 @dataclass(frozen=True)
 class DeploymentConstants:
     """Physical constants of one deployment: what the budget arithmetic is made of."""
@@ -116,6 +122,10 @@ class EngineConfig:
     gc_frozen: bool = False  # gc.freeze() + manual collection when idle
     restart_downtime_s: float = 45.0
     stats_interval_s: float = 5.0
+    # Histogram bucket bounds by vLLM's --custom-histogram-buckets family names
+    # (time_to_first_token, inter_token_latency, request_latency, iteration_tokens):
+    # ((family, bounds), ...); a family not named keeps the engine format's default.
+    histogram_buckets: tuple[tuple[str, tuple[float, ...]], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -136,6 +146,11 @@ class EngineConfig:
             raise ConfigError("kv_cache_memory_bytes must be positive")
         if self.on_the_fly_pool_bytes_min > self.on_the_fly_pool_bytes_max:
             raise ConfigError("on_the_fly_pool_bytes_min > max")
+        for family, bounds in self.histogram_buckets:
+            if family not in BUCKET_FAMILIES:
+                raise ConfigError(f"unknown histogram family {family!r}")
+            if not bounds or list(bounds) != sorted(set(bounds)):
+                raise ConfigError(f"{family} buckets must be strictly increasing")
         if self.cudagraph_capture_sizes is not None and any(
             s < 1 for s in self.cudagraph_capture_sizes
         ):

@@ -64,7 +64,7 @@ class Replica:
 class Deployment:
     def __init__(
         self,
-        scenario: str = "healthy",
+        scenario: str | scenarios.Scenario = "healthy",
         *,
         replicas: int = 1,
         simulated: int | None = None,
@@ -80,7 +80,13 @@ class Deployment:
             raise ValueError("format must be vllm-v1, vllm-v0 or sglang")
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
-        self.scenario = scenarios.get(scenario, params)
+        # A Scenario object is a scenario built elsewhere (enginesim.draws scales one to
+        # drawn model constants); a name is looked up with its parameters.
+        self.scenario = (
+            scenario
+            if isinstance(scenario, scenarios.Scenario)
+            else scenarios.get(scenario, params)
+        )
         self.constants = constants or DeploymentConstants()
         self.fmt = fmt
         self.seed = seed

@@ -125,7 +125,9 @@ class Engine:
 
     def _start_process(self, t: float, reason: str | None) -> None:
         cfg = self.cfg
-        self.metrics = EngineMetrics(self.fmt, cfg.max_model_len, self.epoch_unix + t)
+        self.metrics = EngineMetrics(
+            self.fmt, cfg.max_model_len, self.epoch_unix + t, dict(cfg.histogram_buckets)
+        )
         took = self.gpu.start(cfg, t)
         total_blocks = self.gpu.mem.kv_pool // self.c.kv_bytes_per_token // cfg.block_size
         self.sched = Scheduler(cfg, total_blocks)

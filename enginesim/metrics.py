@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from enginesim.exposition import buckets as B
 from enginesim.histogram import Histogram
 
@@ -11,7 +13,16 @@ FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 class EngineMetrics:
     """Plain attributes, updated on the hot path; renderers read them."""
 
-    def __init__(self, fmt: str, max_model_len: int, created_unix: float) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        max_model_len: int,
+        created_unix: float,
+        buckets: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """``buckets``: bounds by vLLM's custom-histogram family name, overriding the
+        format's defaults (a team that set ``--custom-histogram-buckets``, an older release)."""
+        custom = dict(buckets or {})
         self.fmt = fmt
         self.created_unix = created_unix
         self.prompt_tokens = 0
@@ -33,19 +44,23 @@ class EngineMetrics:
         self.aborted = 0
         tok = B.build_1_2_5_buckets(max_model_len)
         sglang = fmt == "sglang"
-        self.iteration_tokens = Histogram(B.VLLM_ITERATION_TOKENS)
+        self.iteration_tokens = Histogram(custom.get("iteration_tokens", B.VLLM_ITERATION_TOKENS))
         self.request_prompt_tokens = Histogram(tok)
         self.request_generation_tokens = Histogram(tok)
         self.request_max_num_generation_tokens = Histogram(tok)
         self.request_params_n = Histogram(B.VLLM_PARAMS_N)
         self.request_params_max_tokens = Histogram(tok)
         self.request_prefill_kv_computed_tokens = Histogram(tok)
-        self.ttft = Histogram(B.SGLANG_TTFT if sglang else B.VLLM_TTFT)
-        self.itl = Histogram(B.SGLANG_ITL if sglang else B.VLLM_ITL)
-        self.request_tpot = Histogram(B.SGLANG_ITL if sglang else B.VLLM_ITL)
-        self.e2e = Histogram(B.SGLANG_E2E if sglang else B.VLLM_REQUEST_LATENCY)
-        self.queue_time = Histogram(B.SGLANG_QUEUE_TIME if sglang else B.VLLM_REQUEST_LATENCY)
-        self.inference_time = Histogram(B.VLLM_REQUEST_LATENCY)
-        self.prefill_time = Histogram(B.VLLM_REQUEST_LATENCY)
-        self.decode_time = Histogram(B.VLLM_REQUEST_LATENCY)
+        ttft = custom.get("time_to_first_token", B.SGLANG_TTFT if sglang else B.VLLM_TTFT)
+        itl = custom.get("inter_token_latency", B.SGLANG_ITL if sglang else B.VLLM_ITL)
+        latency = custom.get("request_latency", B.VLLM_REQUEST_LATENCY)
+        self.ttft = Histogram(ttft)
+        self.itl = Histogram(itl)
+        self.request_tpot = Histogram(itl)
+        self.e2e = Histogram(custom.get("request_latency", B.SGLANG_E2E if sglang else latency))
+        queue = B.SGLANG_QUEUE_TIME if sglang and "request_latency" not in custom else latency
+        self.queue_time = Histogram(queue)
+        self.inference_time = Histogram(latency)
+        self.prefill_time = Histogram(latency)
+        self.decode_time = Histogram(latency)
         self.request_num_preemptions = Histogram(B.VLLM_NUM_PREEMPTIONS)

@@ -429,13 +429,19 @@ def get(name: str, params: dict[str, float] | None = None) -> Scenario:
         raise KeyError(f"unknown scenario parameter(s): {sorted(unknown)}")
     if len(built) == 1:
         return built[0]
-    a, b = built
+    return combine(*built, PAIR_CONFIG.get(frozenset(parts), {}))
+
+
+def combine(a: Scenario, b: Scenario, config: dict[str, Any] | None = None) -> Scenario:
+    """Two incidents at once (both causes active, both fixes needed); ``config``: the
+    pair's own engine settings where the two cannot coexist. Public so that scenarios
+    built elsewhere (enginesim.draws) pair by the same rules as the named ones."""
     return replace(
         a,
         name=f"{a.name}+{b.name}",
         summary=f"{a.summary} + {b.summary}",
         causes=tuple(dict.fromkeys(a.causes + b.causes)),
-        config={**_merge_configs(a, b), **PAIR_CONFIG.get(frozenset(parts), {})},
+        config={**_merge_configs(a, b), **(config or {})},
         workload=_merge_workloads(a, b),
         router_extra_s=max(a.router_extra_s, b.router_extra_s),
         straggler={**a.straggler, **b.straggler},

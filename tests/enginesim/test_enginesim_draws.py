@@ -1,0 +1,116 @@
+"""Randomised incidents (enginesim.draws): deterministic per seed, valid deployments whose
+registered budget the product accepts, and the accuracy bench runs end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from enginesim import draws
+from enginesim.config import EngineConfig
+from enginesim.deployment import SimClock
+from enginesim.exposition import vllm
+from tests.enginesim.conftest import ROOT
+
+ALL = [*draws.SINGLES, *draws.PAIRS]
+BUDGET_FIELDS = {
+    "weights_gb", "tp_size", "gpu_memory_gib_per_rank", "kv_budget_gib_per_rank",
+    "kv_bytes_per_token", "prefill_ms_per_token", "decode_step_ms", "max_num_batched_tokens",
+    "max_num_seqs", "ttft_target_ms", "itl_ceiling_ms", "queue_baseline_low",
+    "queue_baseline_high", "sm_clock_mhz",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", ALL)
+def test_a_draw_is_a_function_of_scenario_and_seed(scenario):
+    assert draws.draw(scenario, 7) == draws.draw(scenario, 7)
+    assert draws.draw(scenario, 7).describe() == draws.draw(scenario, 7).describe()
+
+
+def test_seeds_draw_different_deployments():
+    seen = {(d.model, d.gpu, d.constants.tp_size, d.fmt, d.layout) for d in _many("healthy", 40)}
+    assert len(seen) > 20
+    assert {d.constants.tp_size for d in _many("healthy", 40)} >= {1, 2, 4, 8}
+
+
+def test_the_same_seed_simulates_the_same_bytes():
+    def body(seed: int) -> bytes:
+        sim = draws.draw("kv-pressure", seed).deployment(SimClock("manual"))
+        sim.advance(45)
+        return vllm.render_v1(sim.engines[0], "0").encode()
+
+    assert body(3) == body(3)
+    assert body(3) != body(4)
+
+
+@pytest.mark.parametrize("scenario", ALL)
+def test_draws_are_valid_deployments(scenario):
+    for seed in range(6):
+        d = draws.draw(scenario, seed)
+        c = d.constants
+        assert c.weights_bytes_per_rank + c.kv_budget_bytes_per_rank < c.device_total_bytes
+        assert c.kv_capacity_tokens > 0 and c.decode_step_s > 0 and c.prefill_cost_per_token_s > 0
+        cfg = d.sim.engine_config()
+        assert isinstance(cfg, EngineConfig)  # validated by its own __post_init__
+        assert set(d.budget) == BUDGET_FIELDS
+        assert d.budget["tp_size"] == c.tp_size
+        assert d.budget["itl_ceiling_ms"] > 0 and d.budget["ttft_target_ms"] > 0
+        assert set(d.causes) == {k for p in scenario.split("+") for k in _causes_of(p)}
+        assert d.sources and set(d.sources) <= set(draws.SOURCES)
+        if "tp-straggler" in scenario:
+            assert c.tp_size >= 2 and d.sim.straggler
+        # The simulator starts on it and runs steps (a memory incident may OOM early).
+        sim = d.deployment(SimClock("manual"))
+        sim.advance(20)
+        assert sim.engines[0].step_idx > 0
+
+
+def test_the_budget_is_accepted_by_the_product():
+    pytest.importorskip("django")
+    from investigations.budget import Budget
+
+    names = {f.name for f in fields(Budget)}
+    for scenario in ALL:
+        budget = draws.draw(scenario, 1).budget
+        assert set(budget) <= names
+        Budget(**budget)
+
+
+def test_unknown_scenarios_are_refused():
+    with pytest.raises(KeyError):
+        draws.draw("no-such-incident", 0)
+    with pytest.raises(KeyError):
+        draws.draw("healthy+gc-pauses+tp-straggler", 0)
+
+
+def test_the_bench_runs_end_to_end_quickly(tmp_path):
+    out = tmp_path / "records.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "diagnosis_accuracy.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "== calibration draws ==" in done.stdout and "== held-out draws ==" in done.stdout
+    assert "ERROR" not in done.stdout, done.stdout[-3000:]
+    assert out.stat().st_size > 0
+
+
+def _causes_of(part: str) -> tuple[str, ...]:
+    return ("prefill-slow",) if part == "prefill-slow" else draws.scenarios.get(part).causes
+
+
+def _many(scenario: str, n: int) -> list[draws.Draw]:
+    return [draws.draw(scenario, seed) for seed in range(n)]
