@@ -130,9 +130,9 @@ def run_draw(scenario: str, seed: int, poll_s: float, cycles: int) -> dict:
     """One draw through the diagnosis path; a JSON-able record per symptom."""
     from artifacts.analysis import analyse_file
     from artifacts.errors import ArtifactRejected
+    from deployments.budget import Budget
     from enginesim.deployment import SimClock
     from enginesim.draws import SymptomWatch, draw
-    from investigations.budget import Budget
     from investigations.playbook import playbooks
     from probes.policy import fetch_policy
 

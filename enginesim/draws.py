@@ -200,7 +200,7 @@ class Draw:
     load: float
     constants: DeploymentConstants
     sim: Scenario
-    budget: dict[str, Any]  # investigations.budget.Budget fields, as the team registers them
+    budget: dict[str, Any]  # deployments.budget.Budget fields, as the team registers them
     causes: tuple[str, ...]  # ground truth
     symptoms: tuple[str, ...]
     sources: tuple[str, ...]  # engine / dcgm / log that the deployment has
@@ -587,7 +587,7 @@ def draw(scenario: str, seed: int) -> Draw:
     for part in parts:
         base = scenarios.get(part) if part != "prefill-slow" else _prefill_slow_base()
         built.append(_SCALERS[part](x, base))
-    sim = built[0] if len(built) == 1 else scenarios.combine(*built)
+    sim = built[0] if len(built) == 1 else scenarios.combine(built[0], built[1])
     # Unchunked prefill needs a budget of max_model_len (vLLM's rule, and the scenario's).
     cfg_extra: dict[str, Any] = {"max_num_seqs": x.seats}
     if buckets:

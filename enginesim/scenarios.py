@@ -429,7 +429,8 @@ def get(name: str, params: dict[str, float] | None = None) -> Scenario:
         raise KeyError(f"unknown scenario parameter(s): {sorted(unknown)}")
     if len(built) == 1:
         return built[0]
-    return combine(*built, PAIR_CONFIG.get(frozenset(parts), {}))
+    first, second = built  # a pair: two incidents, never more
+    return combine(first, second, PAIR_CONFIG.get(frozenset(parts), {}))
 
 
 def combine(a: Scenario, b: Scenario, config: dict[str, Any] | None = None) -> Scenario:

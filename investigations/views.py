@@ -134,7 +134,7 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
     )
     if any(t.kind in (TargetKind.LOG_HTTP, TargetKind.LOG_FILE) for t in context["targets"]):
         context["unrecognised_log_lines"] = panels.unrecognised_log_lines(
-            investigation, timezone.now()
+            granted.obj, timezone.now()
         )
     return render(request, "investigations/detail.html", context)
 

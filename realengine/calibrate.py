@@ -98,7 +98,7 @@ def tiny_budget(
     itl_ceiling_ms: float,
     queue_baseline_high: int = 8,
 ) -> dict:
-    """Budget constants (``investigations.budget.Budget`` fields) for the tiny model served
+    """Budget constants (``deployments.budget.Budget`` fields) for the tiny model served
     on this engine: its KV capacity in tokens, measured costs, and the scenario's SLOs."""
     per_token = kv_bytes_per_token(TINY_LLAMA)
     return {

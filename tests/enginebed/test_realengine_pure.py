@@ -62,7 +62,7 @@ def test_calibration_is_the_ttft_slope_and_decode_time_per_token():
     constants = tiny_budget(measured, kv_tokens=12288, max_num_seqs=128,
                             max_num_batched_tokens=2048, ttft_target_ms=700,
                             itl_ceiling_ms=50)  # fmt: skip
-    from investigations.budget import Budget, kv_capacity_tokens
+    from deployments.budget import Budget, kv_capacity_tokens
 
     assert kv_capacity_tokens(Budget(**constants)) == 12288
 

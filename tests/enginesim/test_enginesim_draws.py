@@ -70,7 +70,7 @@ def test_draws_are_valid_deployments(scenario):
 
 def test_the_budget_is_accepted_by_the_product():
     pytest.importorskip("django")
-    from investigations.budget import Budget
+    from deployments.budget import Budget
 
     names = {f.name for f in fields(Budget)}
     for scenario in ALL:

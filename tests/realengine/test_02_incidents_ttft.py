@@ -19,7 +19,7 @@ import time
 import pytest
 import yaml
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from loadgen.plan import LengthMix, poisson_plan
 from realengine import EngineFlags
 from realengine.calibrate import tiny_budget

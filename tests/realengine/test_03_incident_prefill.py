@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from investigations import budget as b
-from investigations.budget import Budget
+from deployments import budget as b
+from deployments.budget import Budget
 from loadgen.plan import LengthMix, merge, poisson_plan
 from realengine import EngineFlags
 from realengine.calibrate import tiny_budget

@@ -8,7 +8,7 @@ import dataclasses
 import threading
 import time
 
-from investigations.budget import Budget
+from deployments.budget import Budget
 from investigations.diagnose import Diagnosis
 from investigations.playbook import Fix, get_playbook
 from investigations.verification import VerificationResult, verify
