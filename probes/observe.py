@@ -85,10 +85,11 @@ def engine_observations(
             )
     series = [*history, (now_ts, snapshot)]
     # How long the windowed values below were measured over: a rate of 0 from 10 s of
-    # scrapes is not the rate of 0 five minutes would give (evaluation reads both).
-    out.append(
-        ("scrape_span_s", "", windowed.sampled_span([ts for ts, _ in series], window_s, now_ts))
-    )
+    # scrapes is not the rate of 0 five minutes would give (evaluation reads both). One
+    # scrape has no windowed values, so nothing to give a span to.
+    span = windowed.sampled_span([ts for ts, _ in series], window_s, now_ts)
+    if span > 0:
+        out.append(("scrape_span_s", "", span))
     for key in snapshot["counters"]:
         points = [(ts, snap["counters"][key]) for ts, snap in series if key in snap["counters"]]
         value = windowed.rate(points, window_s, now_ts)
