@@ -556,9 +556,9 @@ def evaluate_check(
             continue
         reason = f"{measured:.4g} {condition.op} {at:.4g}"
         if evidence is not None:
-            held = _held_back(check, condition.op, at, evidence)
-            if held is not None:
-                kind, why, needs = held
+            waiting = _held_back(check, condition.op, at, evidence)
+            if waiting is not None:
+                kind, why, needs = waiting
                 return CheckResult(
                     **base,
                     outcome="inconclusive",
