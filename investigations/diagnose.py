@@ -7,6 +7,7 @@ script (or a drill) gets the ranked tree the console would show.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from deployments.budget import Budget
-from investigations.evaluation import Evaluation, NodeResult, evaluate
+from investigations.evaluation import CheckResult, Evaluation, NodeResult, bucket_json, evaluate
 from investigations.observations import series_labels
 from investigations.playbook import Playbook
 from probes import observe
@@ -155,6 +156,32 @@ def run(
     return diagnosis.evaluate()
 
 
+def check_json(c: CheckResult) -> dict:
+    """A check's outcome with the data behind it: its span (first/last sample, how many,
+    seconds covered) beside its window, a quantile's bucket, a mean's observations, and
+    ``needs_more_data`` when a crossing is held back (``needs_s``: seconds still missing)."""
+    return {
+        "check": c.id,
+        "title": c.title,
+        "measured": c.measured,
+        "outcome": c.outcome,
+        "reason": c.reason,
+        "confirm_threshold": c.confirm_threshold,
+        "eliminate_threshold": c.eliminate_threshold,
+        "window_s": c.window_s,
+        "span": {
+            "first_at": c.first_at,
+            "last_at": c.last_at,
+            "samples": c.samples,
+            "seconds": round(c.span_s, 3),
+        },
+        "bucket": bucket_json(c.interval),
+        "observations": c.count,
+        "needs_more_data": c.needs_more or None,
+        "needs_s": None if c.needs_s is None else math.ceil(c.needs_s),
+    }
+
+
 def node_json(node: NodeResult) -> dict:
     return {
         "key": node.key,
@@ -162,22 +189,32 @@ def node_json(node: NodeResult) -> dict:
         "cause": node.is_cause,
         "state": node.state,
         "suggestion": node.suggestion,
+        "note": node.note,
         "score": round(node.score, 6),
-        "evidence": [
-            {
-                "check": c.id,
-                "title": c.title,
-                "measured": c.measured,
-                "outcome": c.outcome,
-                "reason": c.reason,
-                "confirm_threshold": c.confirm_threshold,
-                "eliminate_threshold": c.eliminate_threshold,
-                "window_s": c.window_s,
-            }
-            for c in node.checks
-        ],
+        "evidence_count": node.evidence_count,
+        "evidence": [check_json(c) for c in node.checks],
         "children": [node_json(child) for child in node.children],
     }
+
+
+def ranking_lines(result: Evaluation) -> list[str]:
+    """The "most likely first" list as text: state, suggestion, score and how many checks
+    have data ("no data" where none has), then each check that waits for more data."""
+    lines = []
+    for n, key in enumerate(result.ranking, 1):
+        node = result.find(key)
+        evidence = f"{node.evidence_count} with data" if node.evidence_count else "no data"
+        lines.append(
+            f"  {n:2}. {key:26} {node.state:10} suggests {node.suggestion:12} "
+            f"score {node.score:9.4f}  {evidence}"
+        )
+        for c in node.checks:
+            if c.measured is None and not c.held:
+                continue
+            span = f"{c.samples} sample(s) over {c.span_s:.0f} s of a {c.window_s} s window"
+            more = f"; {c.needs_more}" if c.held else ""
+            lines.append(f"        {c.id}: {c.outcome} ({c.reason}); {span}{more}")
+    return lines
 
 
 def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> dict:
@@ -201,6 +238,16 @@ def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> d
             "firing": result.alarm.firing,
         },
         "ranking": list(result.ranking),
+        "ranked": [
+            {
+                "key": key,
+                "state": result.find(key).state,
+                "suggestion": result.find(key).suggestion,
+                "score": round(result.find(key).score, 6),
+                "evidence_count": result.find(key).evidence_count,
+            }
+            for key in result.ranking
+        ],
         "root_cause": root.key if root else None,
         "fix": fix,
         "hypotheses": [node_json(node) for node in result.nodes],

@@ -21,6 +21,7 @@ from typing import Any
 from deployments import budget as b
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
+from investigations.signals import companions, signal_kind
 from probes.parsing.logevents import UNRECOGNISED
 
 Point = tuple[float, float]
@@ -31,6 +32,22 @@ Observations = Mapping[tuple[str, str], Sequence[tuple[str, Sequence[Point]]]]
 # evidence decisive, inconclusive evidence neutral.
 CONFIRM_LR = 4.0
 ELIMINATE_LR = 0.05
+
+# How much data a value needs before it is evidence (module docstring of each below).
+# Rare events: at a true rate r, a span of s seconds shows none with probability e^(-r s);
+# "none seen" says the rate is below r only once about three were expected (5 %).
+EXPECTED_EVENTS = 3.0
+# The smallest rate of events that matters, where a check names none (``min_rate``): one a
+# minute. "No preemption" therefore takes three minutes of scrapes to mean anything.
+DEFAULT_MIN_RATE = 1 / 60
+# A histogram window's mean of fewer observations than this is an anecdote about a
+# request or two, not the mean (its standard error is still half the spread).
+MIN_MEAN_OBSERVATIONS = 5
+# Samples a gauge's reduction needs before it stands for its window. "The max stayed
+# below" and "the min stayed above" claim every sample in the window, a mean averages
+# them: one sample is only the last value. "The max went above" takes the one sample.
+_BOUNDED_BY_ONE = {"max": (">", ">="), "min": ("<", "<=")}
+_SAMPLES = {"last": 1, "sum": 1, "spread": 1, "increase": 2, "mean": 2, "max": 2, "min": 2}
 
 # Engine signals a log's stats lines also give (probes.observe): read from the log only
 # when no engine target reported the signal, so a log-only investigation has evidence.
@@ -47,6 +64,24 @@ LOG_STANDS_IN = frozenset(
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """A measure's value with what it rests on: the samples in its window (first and
+    last time, how many), the seconds of data behind it (for a rate, the scrapes its
+    first value already covered), the bucket a quantile lies in and the observations
+    behind a histogram's mean."""
+
+    value: float | None
+    kind: str = "gauge"  # gauge | rate | quantile | mean | summary (signals.signal_kind)
+    first_at: float | None = None
+    last_at: float | None = None
+    samples: int = 0
+    span_s: float = 0.0
+    interval: tuple[float, float] | None = None
+    count: float | None = None
+    withheld: str = ""  # why the window's values were not evidence, when none were
+
+
+@dataclass(frozen=True)
 class CheckResult:
     id: str
     title: str
@@ -56,6 +91,35 @@ class CheckResult:
     confirm_threshold: float | None = None
     eliminate_threshold: float | None = None
     window_s: int = 0
+    # The data behind the value (Evidence), beside its window.
+    first_at: float | None = None
+    last_at: float | None = None
+    samples: int = 0
+    span_s: float = 0.0
+    interval: tuple[float, float] | None = None  # a quantile's bucket (lower, upper]
+    count: float | None = None  # observations behind a histogram's mean
+    # Why a value that crossed a threshold is not yet evidence: span | samples | bucket |
+    # observations; ``needs_s``: the seconds of data still missing (a short span).
+    held: str = ""
+    needs_s: float | None = None
+
+    @property
+    def bucket(self) -> str:
+        """The quantile's bucket as text ("512 to 1024", "above 8192"), or ""."""
+        return _bucket_text(self.interval) if self.interval is not None else ""
+
+    @property
+    def needs_more(self) -> str:
+        """What it waits for, as the page and ``diagnose`` say it, or ""."""
+        if not self.held:
+            return ""
+        if self.needs_s is not None:
+            return f"needs ≥ {math.ceil(self.needs_s)} s more data"
+        return {
+            "bucket": "needs a finer bucket or a clearer value",
+            "samples": "needs more samples",
+            "observations": "needs more observations",
+        }.get(self.held, "needs more data")
 
 
 @dataclass(frozen=True)
@@ -79,6 +143,18 @@ class NodeResult:
     checks: tuple[CheckResult, ...]
     children: tuple[NodeResult, ...] = ()
     fix: FixPlan | None = None
+    # Why the suggestion is not the node's own checks' (a parent following its children).
+    note: str = ""
+
+    @property
+    def evidence_count(self) -> int:
+        """Checks with a value in their window (0: the node has no data at all)."""
+        return sum(1 for c in self.checks if c.measured is not None)
+
+    @property
+    def supported(self) -> bool:
+        """Some check of its own confirms it, and it is not ruled out."""
+        return self.suggestion != "eliminate" and any(c.outcome == "confirm" for c in self.checks)
 
 
 @dataclass(frozen=True)
@@ -104,6 +180,21 @@ class Evaluation:
             stack.extend(node.children)
         raise KeyError(key)
 
+    def leading_path(self) -> tuple[str, ...]:
+        """The keys from a root down to the most likely cause (what the page expands)."""
+        if not self.ranking:
+            return ()
+
+        def walk(nodes: Sequence[NodeResult], path: tuple[str, ...]) -> tuple[str, ...]:
+            for node in nodes:
+                if node.key == self.ranking[0]:
+                    return (*path, node.key)
+                if found := walk(node.children, (*path, node.key)):
+                    return found
+            return ()
+
+        return walk(self.nodes, ())
+
 
 def _labels(text: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
@@ -115,6 +206,12 @@ def select(measure: Measure, observations: Observations, now: float) -> list[lis
     With no label filter, an unlabelled (aggregated) series is preferred when there is
     one: per-rank series of the same signal would otherwise be counted twice.
     """
+    return [points for _, points in _select_labelled(measure, observations, now)]
+
+
+def _select_labelled(
+    measure: Measure, observations: Observations, now: float
+) -> list[tuple[str, list[Point]]]:
     series = observations.get((measure.source, measure.signal), ())
     if not series and measure.source == "engine" and measure.signal in LOG_STANDS_IN:
         series = observations.get(("log", measure.signal), ())
@@ -125,7 +222,7 @@ def select(measure: Measure, observations: Observations, now: float) -> list[lis
     if measure.where is not None:
         matching = _gated(measure, observations, matching)
     start = now - measure.window_s
-    return [[p for p in points if start < p[0] <= now] for _, points in matching]
+    return [(labels, [p for p in points if start < p[0] <= now]) for labels, points in matching]
 
 
 def _gated(measure: Measure, observations: Observations, matching: list) -> list:
@@ -172,7 +269,11 @@ def reduce(measure: Measure, observations: Observations, now: float) -> float | 
 
 
 def _reduce(measure: Measure, observations: Observations, now: float) -> float | None:
-    series = [points for points in select(measure, observations, now) if points]
+    return _reduce_series(measure, select(measure, observations, now))
+
+
+def _reduce_series(measure: Measure, selected: Sequence[Sequence[Point]]) -> float | None:
+    series = [points for points in selected if points]
     if not series:
         return None
     values = [v for points in series for _, v in points if math.isfinite(v)]
@@ -203,6 +304,129 @@ def _reduce(measure: Measure, observations: Observations, now: float) -> float |
                 return None
             return max(now_values) / min(now_values) - 1
     raise ValueError(f"unknown reducer {measure.reduce}")
+
+
+def _companion(
+    observations: Observations, source: str, signal: str, labels: str
+) -> dict[float, float] | None:
+    for other, points in observations.get((source, signal), ()):
+        if other == labels:
+            return dict(points)
+    return None
+
+
+def gather(measure: Measure, observations: Observations, now: float) -> Evidence:
+    """The measure's value (as ``reduce``) with what it rests on (``Evidence``).
+
+    A histogram's mean resting on fewer than ``MIN_MEAN_OBSERVATIONS`` observations is
+    left out of the reduction; a quantile carries the bucket it was interpolated in,
+    reduced like the value (the max of quantiles lies between the largest lower bounds
+    and the largest upper bounds); a rate's span starts where the scrapes behind its
+    first value in the window started. Sources that record none of this (an older probe,
+    a Prometheus answer) give the value alone.
+    """
+    kind = signal_kind(measure.source, measure.signal)
+    roles = companions(measure.source, measure.signal)
+    labelled = [(lab, pts) for lab, pts in _select_labelled(measure, observations, now) if pts]
+    withheld = ""
+    counts: list[float] = []
+    if kind == "mean" and "count" in roles:
+        kept = []
+        for labels, points in labelled:
+            counted = _companion(observations, measure.source, roles["count"], labels)
+            if counted is None:
+                kept.append((labels, points))
+                continue
+            enough = [p for p in points if counted.get(p[0], 0.0) >= MIN_MEAN_OBSERVATIONS]
+            counts += [counted[p[0]] for p in enough]
+            if len(enough) < len(points):
+                most = max(counted.get(p[0], 0.0) for p in points)
+                withheld = (
+                    f"needs ≥ {MIN_MEAN_OBSERVATIONS} observations per mean "
+                    f"(the window's rest on at most {most:g})"
+                )
+            kept.append((labels, enough))
+        labelled = [(lab, pts) for lab, pts in kept if pts]
+    value = _reduce_series(measure, [points for _, points in labelled])
+    if value is not None and value <= 0 and unrecognised_errors(measure, observations, now):
+        value = None
+    if not labelled:
+        return Evidence(None, kind, withheld=withheld)
+    spans = [
+        _span(kind, measure, observations, labels, points, roles) for labels, points in labelled
+    ]
+    interval = _interval(measure, observations, labelled, roles) if kind == "quantile" else None
+    return Evidence(
+        value,
+        kind,
+        first_at=min(points[0][0] for _, points in labelled),
+        last_at=max(points[-1][0] for _, points in labelled),
+        samples=max(len(points) for _, points in labelled),
+        span_s=max(spans),
+        interval=interval,
+        count=min(counts) if counts else None,
+    )
+
+
+def _span(
+    kind: str,
+    measure: Measure,
+    observations: Observations,
+    labels: str,
+    points: Sequence[Point],
+    roles: Mapping[str, str],
+) -> float:
+    """Seconds of data behind one series' values in the window. A gauge's are its own
+    samples; a rate's first value already covered the scrapes before it (``span``
+    companion), or, where none is recorded, at least one sampling interval."""
+    first, last = points[0][0], points[-1][0]
+    if kind in ("gauge", "summary"):
+        return last - first
+    covered = 0.0
+    spans = (
+        _companion(observations, measure.source, roles["span"], labels) if "span" in roles else None
+    )
+    if spans is not None and first in spans:
+        covered = spans[first]
+    elif len(points) >= 2:
+        covered = points[1][0] - points[0][0]
+    return min(float(measure.window_s), last - first + covered)
+
+
+def _interval(
+    measure: Measure,
+    observations: Observations,
+    labelled: Sequence[tuple[str, Sequence[Point]]],
+    roles: Mapping[str, str],
+) -> tuple[float, float] | None:
+    """The reduced value's bucket, from each point's (an absent bound is unbounded: a
+    rank in the +Inf bucket has no upper bound to record)."""
+    bounds: list[tuple[float, float, float, float]] = []  # (t, value, lo, hi)
+    for labels, points in labelled:
+        lo = _companion(observations, measure.source, roles["lo"], labels)
+        hi = _companion(observations, measure.source, roles["hi"], labels)
+        for t, v in points:
+            if lo is None and hi is None:
+                bounds.append((t, v, v, v))
+            else:
+                bounds.append((t, v, (lo or {}).get(t, -math.inf), (hi or {}).get(t, math.inf)))
+    if not bounds or all(b[2] == b[1] == b[3] for b in bounds):
+        return None
+    match measure.reduce:
+        case "max":
+            return max(b[2] for b in bounds), max(b[3] for b in bounds)
+        case "min":
+            return min(b[2] for b in bounds), min(b[3] for b in bounds)
+        case "mean":
+            return (
+                sum(b[2] for b in bounds) / len(bounds),
+                sum(b[3] for b in bounds) / len(bounds),
+            )
+        case "last":
+            latest = max(b[0] for b in bounds)
+            now_bounds = [b for b in bounds if b[0] == latest]
+            return max(b[2] for b in now_bounds), max(b[3] for b in now_bounds)
+    return None
 
 
 def _engine_value(observations: Observations, signal: str, now: float, window: int = 300):
@@ -291,8 +515,16 @@ def compare(op: str, measured: float, threshold: float) -> bool:
 
 
 def evaluate_check(
-    check: Check, measured: float | None, scope: Mapping, no_data: str = "no data in the window"
+    check: Check,
+    measured: float | None,
+    scope: Mapping,
+    no_data: str = "no data in the window",
+    evidence: Evidence | None = None,
 ) -> CheckResult:
+    """Confirm, eliminate or inconclusive, and why. With its ``evidence``, a value that
+    crosses a threshold counts only if the data behind it could have shown the other
+    side: a rate needs the span in which about three events were expected at the
+    threshold, a gauge's reduction its samples, a quantile its whole bucket on one side."""
     confirm_at, confirm_missing = threshold_of(check.confirm, scope)
     eliminate_at, eliminate_missing = threshold_of(check.eliminate, scope)
     base: dict[str, Any] = {
@@ -303,21 +535,119 @@ def evaluate_check(
         "eliminate_threshold": eliminate_at,
         "window_s": check.measure.window_s,
     }
+    if evidence is not None:
+        base.update(
+            first_at=evidence.first_at,
+            last_at=evidence.last_at,
+            samples=evidence.samples,
+            span_s=evidence.span_s,
+            interval=evidence.interval,
+            count=evidence.count,
+        )
     if measured is None:
-        return CheckResult(**base, outcome="inconclusive", reason=no_data)
-    if check.confirm and confirm_at is not None and compare(check.confirm.op, measured, confirm_at):
-        reason = f"{measured:.4g} {check.confirm.op} {confirm_at:.4g}"
-        return CheckResult(**base, outcome="confirm", reason=reason)
-    if (
-        check.eliminate
-        and eliminate_at is not None
-        and compare(check.eliminate.op, measured, eliminate_at)
+        reason = evidence.withheld if evidence is not None and evidence.withheld else no_data
+        held = "observations" if evidence is not None and evidence.withheld else ""
+        return CheckResult(**base, outcome="inconclusive", reason=reason, held=held)
+    for outcome, condition, at in (
+        ("confirm", check.confirm, confirm_at),
+        ("eliminate", check.eliminate, eliminate_at),
     ):
-        reason = f"{measured:.4g} {check.eliminate.op} {eliminate_at:.4g}"
-        return CheckResult(**base, outcome="eliminate", reason=reason)
+        if condition is None or at is None or not compare(condition.op, measured, at):
+            continue
+        reason = f"{measured:.4g} {condition.op} {at:.4g}"
+        if evidence is not None:
+            waiting = _held_back(check, condition.op, at, evidence)
+            if waiting is not None:
+                kind, why, needs = waiting
+                return CheckResult(
+                    **base,
+                    outcome="inconclusive",
+                    reason=f"{reason}, but {why}",
+                    held=kind,
+                    needs_s=needs,
+                )
+            if evidence.interval is not None:
+                reason += f" (bucket {_bucket_text(evidence.interval)})"
+        return CheckResult(**base, outcome=outcome, reason=reason)
     missing = "; ".join(m for m in (confirm_missing, eliminate_missing) if m)
     reason = missing or f"{measured:.4g} is between the thresholds"
+    if not missing and evidence is not None and evidence.interval is not None:
+        reason += f" (bucket {_bucket_text(evidence.interval)})"
     return CheckResult(**base, outcome="inconclusive", reason=reason)
+
+
+def bucket_json(interval: tuple[float, float] | None) -> list[float | None] | None:
+    """A bucket for JSON (jsonb refuses Infinity): an unbounded end is null."""
+    if interval is None:
+        return None
+    return [bound if math.isfinite(bound) else None for bound in interval]
+
+
+def _bucket_text(interval: tuple[float, float]) -> str:
+    lo, hi = interval
+    return f"{lo:.4g} to {hi:.4g}" if math.isfinite(hi) else f"above {lo:.4g}"
+
+
+def _wholly(op: str, interval: tuple[float, float], threshold: float) -> bool:
+    """Every value of the bucket ``(lo, hi]`` meets ``op threshold``."""
+    lo, hi = interval
+    return {
+        ">": lo >= threshold,
+        ">=": lo >= threshold,
+        "<": hi < threshold,
+        "<=": hi <= threshold,
+    }[op]
+
+
+def required_span_s(op: str, threshold: float, min_rate: float | None) -> float:
+    """Seconds of data a rate needs before ``rate op threshold`` is evidence.
+
+    "Above" a threshold of zero takes one event, and the count shows it at once. Any
+    other claim is about how often events come: "below r" (r = the threshold, or the
+    smallest rate that matters when that is larger: a threshold of 0 would need forever)
+    holds once r would have given ``EXPECTED_EVENTS`` in the span; "above r" the same.
+    """
+    above = op in (">", ">=")
+    if above and threshold <= 0:
+        return 0.0
+    rate = threshold if above else max(threshold, min_rate or DEFAULT_MIN_RATE)
+    return EXPECTED_EVENTS / rate if rate > 0 else math.inf
+
+
+def _held_back(
+    check: Check, op: str, threshold: float, evidence: Evidence
+) -> tuple[str, str, float | None] | None:
+    """(held, why, seconds needed) when the data cannot carry ``op threshold`` yet."""
+    if evidence.interval is not None and not _wholly(op, evidence.interval, threshold):
+        return (
+            "bucket",
+            f"the quantile lies in the bucket {_bucket_text(evidence.interval)}, "
+            f"on both sides of {threshold:.4g}",
+            None,
+        )
+    if evidence.kind == "rate":
+        needed = required_span_s(op, threshold, check.min_rate)
+        if evidence.span_s < needed:
+            more = needed - evidence.span_s
+            return (
+                "span",
+                f"{evidence.span_s:.0f} s of data: needs ≥ {math.ceil(more)} s more data "
+                f"({EXPECTED_EVENTS:g} events at the rate that matters take {needed:.0f} s)",
+                more,
+            )
+    if evidence.kind == "gauge":
+        reducer = check.measure.reduce
+        needed_samples = _SAMPLES.get(reducer, 1)
+        if op in _BOUNDED_BY_ONE.get(reducer, ()):
+            needed_samples = 1
+        if evidence.samples < needed_samples:
+            return (
+                "samples",
+                f"{evidence.samples} sample(s) in the window: needs ≥ {needed_samples} "
+                f"for its {reducer}",
+                None,
+            )
+    return None
 
 
 def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) -> str:
@@ -370,6 +700,46 @@ def plan_fix(fix: Fix, budget: b.Budget, scope: Mapping) -> FixPlan:
     return FixPlan(fix.key, fix.title, parameters, apply, command, tuple(problems))
 
 
+def _measure_key(measure: Measure) -> tuple:
+    return (
+        measure.source,
+        measure.signal,
+        measure.reduce,
+        measure.window_s,
+        tuple(sorted(measure.labels.items())),
+        measure.promql,
+        measure.where,
+    )
+
+
+def _follow_children(own: str, children: Sequence[NodeResult]) -> tuple[str, str]:
+    """A parent's suggestion given its children's (a child is a way the parent happens):
+    a child that suggests confirm supports the parent (against the parent's own
+    elimination the two disagree: inconclusive); all children ruled out rules out a
+    parent its own checks do not confirm."""
+    if not children:
+        return own, ""
+    confirming = [c.key for c in children if c.suggestion == "confirm"]
+    if confirming:
+        names = ", ".join(confirming)
+        if own == "eliminate":
+            return "inconclusive", f"its own checks suggest eliminate, but {names} suggests confirm"
+        if own != "confirm":
+            return "confirm", f"{names} suggests confirm"
+        return own, ""
+    if own == "inconclusive" and all(c.suggestion == "eliminate" for c in children):
+        return "eliminate", "every child suggests eliminate"
+    return own, ""
+
+
+def _rank_key(node: NodeResult) -> tuple:
+    """Decided causes first; then causes some evidence of their own supports, before
+    any without (a cause with no data never ranks above one with evidence for it); by
+    score within each; ruled out by a decision last."""
+    tier = 2 if node.state == "eliminated" else (0 if node.supported else 1)
+    return (node.state != "confirmed", tier, -node.score, node.key)
+
+
 def evaluate(
     playbook: Playbook,
     budget: b.Budget,
@@ -383,10 +753,12 @@ def evaluate(
     decisions = decisions or {}
     expected = expected_values(budget, observations, now)
     observed = {}
+    evidence: dict[str, Evidence] = {}
     no_data: dict[str, str] = {}
     for node in playbook.walk():
         for check in node.checks:
-            observed[check.id] = reduce(check.measure, observations, now)
+            evidence[check.id] = gather(check.measure, observations, now)
+            observed[check.id] = evidence[check.id].value
             if observed[check.id] is None and (
                 n := unrecognised_errors(check.measure, observations, now)
             ):
@@ -396,23 +768,45 @@ def evaluate(
     scope = _scope(budget, expected, observed, baseline or {})
     alarm = evaluate_alarm(playbook.alarm, observations, now, scope)
 
-    def visit(node: Hypothesis, inherited: float) -> NodeResult:
+    def visit(node: Hypothesis, inherited: float, counted: frozenset) -> NodeResult:
         results = tuple(
-            evaluate_check(c, observed[c.id], scope, no_data.get(c.id, "no data in the window"))
+            evaluate_check(
+                c,
+                observed[c.id],
+                scope,
+                no_data.get(c.id, "no data in the window"),
+                evidence[c.id],
+            )
             for c in node.checks
         )
-        score = inherited * node.prior * _likelihood(results)
+        # Evidence an ancestor already counted (the same measurement, the same outcome)
+        # is not counted again down the path: a deep queue backs every child of "the
+        # queue is deep" equally and tells them apart not at all.
+        keys = [
+            (_measure_key(c.measure), r.outcome) for c, r in zip(node.checks, results, strict=True)
+        ]
+        fresh = [r for r, key in zip(results, keys, strict=True) if key not in counted]
+        score = inherited * node.prior * _likelihood(fresh)
         state = decisions.get(node.key, "open")
         if state == "eliminated":
             score = 0.0
-        children = tuple(visit(child, score) for child in node.children)
-        suggestion = _suggestion(results, node.checks)
+        children = tuple(visit(child, score, counted | frozenset(keys)) for child in node.children)
+        suggestion, note = _follow_children(_suggestion(results, node.checks), children)
         fix = plan_fix(node.fix, budget, scope) if node.fix else None
         return NodeResult(
-            node.key, node.title, node.is_cause, state, suggestion, score, results, children, fix
+            node.key,
+            node.title,
+            node.is_cause,
+            state,
+            suggestion,
+            score,
+            results,
+            children,
+            fix,
+            note,
         )
 
-    nodes = tuple(visit(node, 1.0) for node in playbook.hypotheses)
+    nodes = tuple(visit(node, 1.0, frozenset()) for node in playbook.hypotheses)
     causes: list[NodeResult] = []
     stack = list(nodes)
     while stack:
@@ -420,9 +814,7 @@ def evaluate(
         if result.is_cause:
             causes.append(result)
         stack.extend(result.children)
-    ranking = tuple(
-        n.key for n in sorted(causes, key=lambda n: (n.state != "confirmed", -n.score, n.key))
-    )
+    ranking = tuple(n.key for n in sorted(causes, key=_rank_key))
     return Evaluation(alarm, nodes, expected, ranking)
 
 

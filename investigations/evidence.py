@@ -3,7 +3,7 @@ the values it was decided on never change afterwards."""
 
 from __future__ import annotations
 
-from investigations.evaluation import NodeResult
+from investigations.evaluation import NodeResult, bucket_json
 
 
 def frozen_evidence(node: NodeResult) -> dict:
@@ -21,6 +21,13 @@ def frozen_evidence(node: NodeResult) -> dict:
                 "outcome": c.outcome,
                 "reason": c.reason,
                 "window_s": c.window_s,
+                "span_s": c.span_s,
+                "samples": c.samples,
+                "first_at": c.first_at,
+                "last_at": c.last_at,
+                "bucket": bucket_json(c.interval),
+                "observations": c.count,
+                "needs_more_data": c.held or None,
             }
             for c in node.checks
         ],

@@ -31,7 +31,7 @@ from investigations.expressions import (
     ExpressionError,
     compile_expression,
 )
-from investigations.signals import SOURCES, known_signal
+from investigations.signals import SOURCES, companions, known_signal, signal_kind
 
 BUDGET_FIELDS = frozenset(Budget.__dataclass_fields__)
 PLAYBOOK_DIR = Path(__file__).resolve().parent / "playbooks"
@@ -79,6 +79,14 @@ class Measure:
             return None
         return Measure(self.where[0], self.source, "last", self.window_s)
 
+    def companions(self) -> list[Measure]:
+        """What evaluation reads to know how much the value rests on (its span, its
+        bucket, its count: ``signals.companions``), so loaders fetch them with it."""
+        return [
+            Measure(signal, self.source, "last", self.window_s)
+            for signal in companions(self.source, self.signal).values()
+        ]
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -99,6 +107,9 @@ class Check:
     # A veto check's elimination eliminates the hypothesis whatever else confirms it: the
     # evidence rules the mechanism out (KV held by no running request is not seat pressure).
     veto: bool = False
+    # For a rate: the smallest rate that matters (per second). "No events" eliminates only
+    # after a span in which that rate would have shown about three (evaluation.py).
+    min_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,8 @@ class Playbook:
             out += [check.measure for check in node.checks]
             if node.fix:
                 out += [criterion.measure for criterion in node.fix.verify]
-        return out + [gate for m in out if (gate := m.gate()) is not None]
+        out += [gate for m in out if (gate := m.gate()) is not None]
+        return out + [companion for m in out for companion in m.companions()]
 
 
 class _Reader:
@@ -314,7 +326,7 @@ class _Reader:
     def check(self, value: Any, path: str) -> Check:
         data = self.mapping(
             value, path,
-            {"id", "title", "measure", "confirm", "eliminate", "optional", "veto"},
+            {"id", "title", "measure", "confirm", "eliminate", "optional", "veto", "min_rate"},
             {"id", "title", "measure"},
         )  # fmt: skip
         optional = data.get("optional", False)
@@ -326,14 +338,21 @@ class _Reader:
             raise self.fail(f"{path}.veto", "a veto check needs an eliminate condition")
         if "confirm" not in data and "eliminate" not in data:
             raise self.fail(path, "a check must be able to confirm or eliminate")
+        measure = self.measure(data["measure"], f"{path}.measure")
+        min_rate = None
+        if "min_rate" in data:
+            if signal_kind(measure.source, measure.signal) != "rate":
+                raise self.fail(f"{path}.min_rate", "only a rate has a smallest rate that matters")
+            min_rate = self.number(data["min_rate"], f"{path}.min_rate", 1e-9, 1e9)
         return Check(
             self.key(data["id"], f"{path}.id"),
             self.text(data["title"], f"{path}.title", limit=200),
-            self.measure(data["measure"], f"{path}.measure"),
+            measure,
             self.condition(data["confirm"], f"{path}.confirm") if "confirm" in data else None,
             self.condition(data["eliminate"], f"{path}.eliminate") if "eliminate" in data else None,
             optional,
             veto,
+            min_rate,
         )
 
     def fix(self, value: Any, path: str) -> Fix:

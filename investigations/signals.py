@@ -29,7 +29,8 @@ _COUNTERS = (
 _PATTERNS: dict[str, re.Pattern[str]] = {
     # probes/parsing/engine.py's canonical keys as probes/observe.py names them.
     "engine": re.compile(
-        rf"^({_GAUGES}|({_COUNTERS})_rate|({_HISTOGRAMS})_(p50|p95|p99|mean|count_rate))$"
+        rf"^({_GAUGES}|scrape_span_s|({_COUNTERS})_rate"
+        rf"|({_HISTOGRAMS})_((p50|p95|p99)(_lo|_hi)?|mean|count_rate|window_count))$"
     ),
     "sglang_info": re.compile(
         r"^sglang_(weight_gb|kvcache_gb|graph_gb|token_capacity|max_running_requests)$"
@@ -50,3 +51,44 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
 def known_signal(source: str, signal: str) -> bool:
     pattern = _PATTERNS.get(source)
     return bool(pattern and pattern.match(signal))
+
+
+# What an engine (or log) signal's value is, for how much data it takes to be evidence
+# (evaluation): a counter's rate over the scrapes so far, a histogram window's quantile
+# (interpolated inside a bucket) or mean (of however many observations there were), or a
+# gauge read as it is. Prometheus answers are read as gauges: its buckets never reach us.
+# A profiler artifact's signal is a summary of the whole artifact (its own span), one
+# value per upload: not a sample of a window.
+SIGNAL_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("rate", re.compile(r"_rate$")),
+    ("quantile", re.compile(r"_p[0-9]{2}$")),
+    ("mean", re.compile(r"_mean$")),
+)
+DERIVED_SOURCES = frozenset({"engine", "log"})
+
+
+def signal_kind(source: str, signal: str) -> str:
+    """rate | quantile | mean | summary | gauge."""
+    if source == "artifact":
+        return "summary"
+    if source in DERIVED_SOURCES:
+        for kind, pattern in SIGNAL_KINDS:
+            if pattern.search(signal):
+                return kind
+    return "gauge"
+
+
+def companions(source: str, signal: str) -> dict[str, str]:
+    """The signals (by role) that say what a derived value rests on, recorded beside it
+    by probes/observe.py: ``span`` (seconds of scrapes behind a rate), ``lo``/``hi`` (the
+    bucket a quantile lies in), ``count`` (observations behind a histogram's mean)."""
+    if source != "engine":
+        return {}
+    kind = signal_kind(source, signal)
+    if kind == "rate":
+        return {"span": "scrape_span_s"}
+    if kind == "quantile":
+        return {"lo": f"{signal}_lo", "hi": f"{signal}_hi"}
+    if kind == "mean":
+        return {"count": f"{signal.removesuffix('_mean')}_window_count"}
+    return {}

@@ -303,6 +303,8 @@ def _page_context(granted) -> dict:
         "gate": state.gate,
         "ranking": ranking,
         "top": top,
+        # The path to the most likely cause is expanded whatever its nodes suggest.
+        "leading": set(result.leading_path()),
         # A confirmed cause keeps its fix whatever the evidence suggests since: decisions
         # stand until someone reopens them.
         "show_fix": top is not None

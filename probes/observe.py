@@ -67,7 +67,12 @@ def engine_observations(
     window_s: float,
 ) -> list[Observation]:
     """Gauges as read, per-rank gauges with their labels, counter rates and histogram
-    quantiles over the window (``history``: earlier (timestamp, snapshot) pairs)."""
+    quantiles over the window (``history``: earlier (timestamp, snapshot) pairs).
+
+    Beside each windowed value, what it rests on: ``scrape_span_s`` (the seconds of
+    scrapes behind this cycle's rates), each quantile's bucket as ``<q>_lo`` / ``<q>_hi``
+    (``_hi`` absent when the rank is in the +Inf bucket) and each histogram's
+    ``_window_count`` (observations in the window, not extrapolated)."""
     out: list[Observation] = []
     for key, gauge in signals.gauges.items():
         if _finite(gauge.value):
@@ -79,6 +84,12 @@ def engine_observations(
                 if _finite(value)
             )
     series = [*history, (now_ts, snapshot)]
+    # How long the windowed values below were measured over: a rate of 0 from 10 s of
+    # scrapes is not the rate of 0 five minutes would give (evaluation reads both). One
+    # scrape has no windowed values, so nothing to give a span to.
+    span = windowed.sampled_span([ts for ts, _ in series], window_s, now_ts)
+    if span > 0:
+        out.append(("scrape_span_s", "", span))
     for key in snapshot["counters"]:
         points = [(ts, snap["counters"][key]) for ts, snap in series if key in snap["counters"]]
         value = windowed.rate(points, window_s, now_ts)
@@ -96,18 +107,29 @@ def engine_observations(
             if other["count"] is not None and other["sum"] is not None:
                 count_points.append((ts, other["count"]))
                 sum_points.append((ts, other["sum"]))
-        values = windowed.histogram_quantiles_over_window(
+        quantiles = windowed.histogram_quantiles_and_buckets_over_window(
             QUANTILES, bucket_points, window_s, now_ts
         )
-        for q, value in zip(QUANTILES, values, strict=True):
+        for q, (value, bucket) in zip(QUANTILES, quantiles, strict=True):
             if _finite(value):
-                out.append((f"{key}_p{round(q * 100)}", "", value))
+                name = f"{key}_p{round(q * 100)}"
+                out.append((name, "", value))
+                # The bucket that holds the rank: the value is interpolated inside it.
+                if bucket is not None:
+                    out.extend(
+                        (f"{name}_{end}", "", bound)
+                        for end, bound in zip(("lo", "hi"), bucket, strict=True)
+                        if _finite(bound)
+                    )
         count_rate = windowed.rate(count_points, window_s, now_ts)
         sum_rate = windowed.rate(sum_points, window_s, now_ts)
         if _finite(count_rate) and _finite(sum_rate) and count_rate > 0:
             out.append((f"{key}_mean", "", sum_rate / count_rate))
         if _finite(count_rate):
             out.append((f"{key}_count_rate", "", count_rate))
+        counted = windowed.observed_increase(count_points, window_s, now_ts)
+        if _finite(counted):
+            out.append((f"{key}_window_count", "", counted))
     return out
 
 

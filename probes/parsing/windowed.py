@@ -29,11 +29,14 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "Point",
+    "bucket_interval",
     "bucket_quantile",
     "delta",
     "histogram_quantile_over_window",
     "increase",
+    "observed_increase",
     "rate",
+    "sampled_span",
     "select_window",
 ]
 
@@ -132,24 +135,16 @@ def _almost_equal(a: float, b: float, epsilon: float) -> bool:
     return diff / min(abs_sum, 1.7976931348623157e308) < epsilon
 
 
-def bucket_quantile(
-    q: float, buckets: Sequence[tuple[float, float]], *, ignore_small_deltas: bool = True
-) -> float:
-    """PromQL ``histogram_quantile`` over classic buckets ``(le, cumulative count)``.
-
-    ``ignore_small_deltas=False`` is the pre-2.49 monotonicity fix (running maximum only).
-    """
-    if math.isnan(q):
-        return math.nan
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+def _prepared(
+    buckets: Sequence[tuple[float, float]], ignore_small_deltas: bool
+) -> list[list[float]] | None:
+    """Buckets as ``histogram_quantile`` reads them: sorted by ``le``, equal bounds
+    coalesced, counts forced monotonic; None where it would answer NaN for any q."""
     if not buckets:
-        return math.nan
+        return None
     ordered = sorted(buckets, key=lambda b: b[0])
     if ordered[-1][0] != math.inf:
-        return math.nan
+        return None
     coalesced: list[list[float]] = []
     for bound, count in ordered:
         if coalesced and coalesced[-1][0] == bound:
@@ -167,18 +162,37 @@ def bucket_quantile(
             b[1] = prev
             continue
         prev = curr
-    if len(coalesced) < 2:
-        return math.nan
-    observations = coalesced[-1][1]
-    if observations == 0:
-        return math.nan
-    rank = q * observations
-    # sort.Search over all but the +Inf bucket: first index with count >= rank.
-    idx = len(coalesced) - 1
+    if len(coalesced) < 2 or coalesced[-1][1] == 0:
+        return None
+    return coalesced
+
+
+def _rank_index(coalesced: list[list[float]], rank: float) -> int:
+    """sort.Search over all but the +Inf bucket: first index with count >= rank."""
     for i in range(len(coalesced) - 1):
         if coalesced[i][1] >= rank:
-            idx = i
-            break
+            return i
+    return len(coalesced) - 1
+
+
+def bucket_quantile(
+    q: float, buckets: Sequence[tuple[float, float]], *, ignore_small_deltas: bool = True
+) -> float:
+    """PromQL ``histogram_quantile`` over classic buckets ``(le, cumulative count)``.
+
+    ``ignore_small_deltas=False`` is the pre-2.49 monotonicity fix (running maximum only).
+    """
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    coalesced = _prepared(buckets, ignore_small_deltas)
+    if coalesced is None:
+        return math.nan
+    rank = q * coalesced[-1][1]
+    idx = _rank_index(coalesced, rank)
     if idx == len(coalesced) - 1:
         return coalesced[-2][0]
     if idx == 0 and coalesced[0][0] <= 0:
@@ -190,6 +204,30 @@ def bucket_quantile(
         count -= coalesced[idx - 1][1]
         rank -= coalesced[idx - 1][1]
     return start + (end - start) * _go_div(rank, count)
+
+
+def bucket_interval(
+    q: float, buckets: Sequence[tuple[float, float]], *, ignore_small_deltas: bool = True
+) -> tuple[float, float] | None:
+    """The bucket ``(lower, upper]`` that holds the q-quantile's rank: all the buckets say
+    about it. ``histogram_quantile``'s value is interpolated inside it, assuming the
+    observations spread evenly; the true quantile may be anywhere in it. The lowest bucket
+    starts at 0 (as Prometheus assumes) unless its bound is <= 0; a rank in the +Inf bucket
+    gives ``(second-highest bound, inf)``. None where the quantile is NaN."""
+    if math.isnan(q) or not 0 <= q <= 1:
+        return None
+    coalesced = _prepared(buckets, ignore_small_deltas)
+    if coalesced is None:
+        return None
+    idx = _rank_index(coalesced, q * coalesced[-1][1])
+    if idx == len(coalesced) - 1:
+        return coalesced[-2][0], math.inf
+    if idx == 0 and coalesced[0][0] <= 0:
+        return -math.inf, coalesced[0][0]
+    below = coalesced[idx - 1] if idx > 0 else [0.0, 0.0]
+    if coalesced[idx][1] == below[1]:
+        return None  # q = 0 at an empty bucket: the quantile is NaN
+    return below[0], coalesced[idx][0]
 
 
 def _go_div(a: float, b: float) -> float:
@@ -238,3 +276,44 @@ def histogram_quantiles_over_window(
         if r is not None:
             rates.append((float(bound), r))
     return [bucket_quantile(q, rates, ignore_small_deltas=True) for q in qs]
+
+
+def histogram_quantiles_and_buckets_over_window(
+    qs: Sequence[float],
+    bucket_points: Mapping[float, Sequence[Point]],
+    range_s: float,
+    eval_time: float,
+) -> list[tuple[float, tuple[float, float] | None]]:
+    """Each quantile with the bucket that holds it (``bucket_interval``), from one set of
+    bucket rates."""
+    rates = []
+    for bound, points in bucket_points.items():
+        r = rate(points, range_s, eval_time)
+        if r is not None:
+            rates.append((float(bound), r))
+    return [(bucket_quantile(q, rates), bucket_interval(q, rates)) for q in qs]
+
+
+def observed_increase(points: Sequence[Point], range_s: float, eval_time: float) -> float | None:
+    """How much a counter grew between its first and last sample in the window, with
+    resets, and *not* extrapolated: for a histogram's count, how many observations there
+    actually were behind a windowed mean or quantile. None with fewer than two samples."""
+    window = select_window(points, range_s, eval_time)
+    if len(window) < 2:
+        return None
+    grown = window[-1][1] - window[0][1]
+    prev = window[0][1]
+    for _, value in window[1:]:
+        if value < prev:
+            grown += prev
+        prev = value
+    return grown
+
+
+def sampled_span(times: Sequence[float], range_s: float, eval_time: float) -> float:
+    """Seconds between the first sample in ``(eval_time - range_s, eval_time]`` and
+    ``eval_time``: how much time a windowed rate was actually measured over (0 with only
+    the current sample)."""
+    start, end = _ms(eval_time) - _ms(range_s), _ms(eval_time)
+    inside = [_ms(t) for t in times if start < _ms(t) <= end]
+    return (end - min(inside)) / 1000 if inside else 0.0

@@ -79,6 +79,17 @@ def _check(report: dict, key: str, check: str) -> dict:
     return next(c for c in _node(report, key)["evidence"] if c["check"] == check)
 
 
+def _one_sample(check: dict) -> bool:
+    """A pasted excerpt is one read, and a read gives its last stats line: one sample. A
+    mean, or "the max stayed below", over the window needs two (issue 16), so the value
+    is shown and held back, never decided from it."""
+    return (
+        check["outcome"] == "inconclusive"
+        and check["span"]["samples"] == 1
+        and check["needs_more_data"] == "needs more samples"
+    )
+
+
 def _never_confirmed_wrongly(report: dict, truth: set[str]) -> None:
     assert report["root_cause"] in {None, *truth}
     for key in truth:
@@ -100,10 +111,10 @@ def test_a_kv_full_engine_read_from_its_log_alone_ranks_kv_pressure_first(relay,
     _never_confirmed_wrongly(report, {"kv-cache-pressure"})
 
 
-def test_kv_full_with_a_growing_queue_confirms_the_queue(relay):
+def test_kv_full_with_a_growing_queue_shows_the_queue(relay):
     report = _diagnose(relay, "high-ttft", "vllm_logs/v0_0.4.2_h800_kv_full_pending.log")
     assert _check(report, "engine-queue", "queue-depth")["measured"] == 768
-    assert _node(report, "engine-queue")["suggestion"] == "confirm"
+    assert _one_sample(_check(report, "engine-queue", "queue-depth"))
     # V0 warns on every 50th preemption only: their absence is no evidence.
     assert _check(report, "kv-cache-pressure", "preemption-rate")["outcome"] == "inconclusive"
     low = _diagnose(relay, "low-gpu-utilisation", "vllm_logs/v0_0.4.2_h800_kv_full_pending.log")
@@ -136,12 +147,14 @@ def test_v1_kv_pressure_at_82_percent_without_a_preemption_field_stays_open(rela
     _never_confirmed_wrongly(report, {"kv-cache-pressure"})
 
 
-def test_a_prefill_bound_queue_eliminates_kv_pressure_and_confirms_nothing(relay):
+def test_a_prefill_bound_queue_confirms_nothing(relay):
     report = _diagnose(
         relay, "high-ttft", "vllm_logs/v1_2026_apiserver_stats_waiting_prefill_bound.log"
     )
-    assert _node(report, "engine-queue")["suggestion"] == "confirm"
-    assert _check(report, "kv-cache-pressure", "kv-usage")["outcome"] == "eliminate"
+    assert _one_sample(_check(report, "engine-queue", "queue-depth"))
+    assert _check(report, "engine-queue", "queue-depth")["measured"] > 8
+    assert _one_sample(_check(report, "kv-cache-pressure", "kv-usage"))
+    assert _check(report, "kv-cache-pressure", "kv-usage")["measured"] < 0.8
     _never_confirmed_wrongly(report, {"queue-backlog", "prefill-slow"})
 
 
@@ -164,10 +177,14 @@ def test_a_kv_leak_near_100_percent_is_not_decided_from_one_log(relay):
         "sglang_logs/sglang_2026_prefill_decode_mixed.log",
     ],
 )
-def test_a_healthy_lightly_loaded_engine_has_no_queue_and_no_kv_pressure(relay, excerpt):
+def test_a_healthy_lightly_loaded_engine_shows_no_queue_and_no_kv_pressure(relay, excerpt):
     report = _diagnose(relay, "high-ttft", excerpt)
-    assert _node(report, "engine-queue")["suggestion"] == "eliminate"
-    assert _check(report, "kv-cache-pressure", "kv-usage")["outcome"] == "eliminate"
+    queue, kv = (
+        _check(report, "engine-queue", "queue-depth"),
+        _check(report, "kv-cache-pressure", "kv-usage"),
+    )
+    assert queue["measured"] <= 8 and kv["measured"] < 0.8
+    assert _one_sample(queue) and _one_sample(kv)
     assert report["root_cause"] is None
 
 
@@ -187,10 +204,10 @@ def test_batch_and_stats_lines_show_a_full_kv_pool(relay, excerpt):
     _never_confirmed_wrongly(report, {"kv-cache-pressure"})
 
 
-def test_sglang_01x_low_token_usage_rules_kv_occupancy_out(relay):
+def test_sglang_01x_low_token_usage_is_shown_not_decided_from_one_read(relay):
     report = _diagnose(relay, "high-ttft", "sglang_logs/sglang_0.1.x_new_fill_batch_2024-04.log")
     assert _check(report, "kv-cache-pressure", "kv-usage")["measured"] == 0.24
-    assert _check(report, "kv-cache-pressure", "kv-usage")["outcome"] == "eliminate"
+    assert _one_sample(_check(report, "kv-cache-pressure", "kv-usage"))
 
 
 def test_a_runtime_oom_fires_the_oom_alarm(relay):

@@ -91,3 +91,20 @@ def test_log_chunks_continue_across_cycles_and_flag_late_captures():
     state, second = observe.observe_log(state, part2, now)
     assert ("log_events", "kind=cuda_graph_capture_finished", 1.0) in first.observations
     assert ("log_events", "kind=cuda_graph_capture_after_warmup", 1.0) in second.observations
+
+
+def test_windowed_values_carry_what_they_rest_on():
+    """Each quantile's bucket (``_lo``/``_hi``), each histogram's observations in the
+    window and the seconds of scrapes behind this cycle's rates."""
+    text = SGLANG.read_text()
+    first = observe.observe_engine(_scaled(text, 1.0), [], 1000.0, 60.0)
+    assert not any(s == "scrape_span_s" for s, _, _ in first.observations)  # no window yet
+    later = observe.observe_engine(_scaled(text, 2.0), [(970.0, first.snapshot)], 1000.0, 60.0)
+    values = {s: v for s, labels, v in later.observations if not labels}
+    assert values["scrape_span_s"] == 30.0
+    for q in ("p50", "p95", "p99"):
+        assert values[f"ttft_{q}_lo"] <= values[f"ttft_{q}"]
+        if f"ttft_{q}_hi" in values:
+            assert values[f"ttft_{q}"] <= values[f"ttft_{q}_hi"]
+    assert values["ttft_window_count"] > 0
+    json.dumps(later.observations, allow_nan=False)  # no Infinity for an open bucket

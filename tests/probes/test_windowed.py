@@ -110,3 +110,38 @@ def test_several_quantiles_at_once_equal_one_at_a_time():
     qs = (0.5, 0.95, 0.99)
     together = histogram_quantiles_over_window(qs, buckets, 60.0, 30.0)
     assert together == [histogram_quantile_over_window(q, buckets, 60.0, 30.0) for q in qs]
+
+
+def test_a_quantile_comes_with_the_bucket_that_holds_its_rank():
+    from probes.parsing.windowed import bucket_interval
+
+    # 100 steps: 60 up to 512 tokens, 39 more up to 1,024, one over 1,024.
+    buckets = [(256.0, 10.0), (512.0, 60.0), (1024.0, 99.0), (INF, 100.0)]
+    assert bucket_interval(0.5, buckets) == (256.0, 512.0)
+    assert bucket_interval(0.99, buckets) == (512.0, 1024.0)
+    assert bucket_interval(0.995, buckets) == (1024.0, INF)  # rank in the +Inf bucket
+    assert bucket_interval(0.05, buckets) == (0.0, 256.0)  # the lowest starts at 0
+    assert bucket_interval(0.5, [(1.0, 0.0), (INF, 0.0)]) is None  # no observations
+
+
+@settings(max_examples=200, deadline=None)
+@given(bucket_lists, st.floats(0, 1))
+def test_the_interpolated_quantile_lies_inside_its_bucket(buckets, q):
+    from probes.parsing.windowed import bucket_interval
+
+    value, interval = bucket_quantile(q, buckets), bucket_interval(q, buckets)
+    assert (interval is None) == math.isnan(value)
+    if interval is not None:
+        lo, hi = interval
+        assert lo <= value <= hi or (math.isinf(hi) and value == lo)
+
+
+def test_observed_increase_counts_what_happened_without_extrapolating():
+    from probes.parsing.windowed import observed_increase, sampled_span
+
+    points = [(10.0, 100.0), (15.0, 104.0), (20.0, 2.0), (25.0, 5.0)]  # a reset at 20 s
+    assert observed_increase(points, 60, 25.0) == 4 + 2 + 3
+    assert observed_increase(points[:1], 60, 25.0) is None
+    assert sampled_span([10.0, 15.0, 20.0], 60, 20.0) == 10.0
+    assert sampled_span([10.0, 15.0, 20.0], 7, 20.0) == 5.0  # left-open window
+    assert sampled_span([20.0], 60, 20.0) == 0.0

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from artifacts.errors import ArtifactRejected
 from artifacts.fetch import fetch_and_analyse
 from deployments.budget import Budget
-from investigations.diagnose import Diagnosis, evaluation_json, run
+from investigations.diagnose import Diagnosis, evaluation_json, ranking_lines, run
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from probes.net import ProbeError, validate_url
 from probes.policy import fetch_policy
@@ -81,9 +81,9 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2, default=str))
             return
         self.stdout.write(f"{playbook.title}: alarm {report['alarm']}")
-        for key in report["ranking"]:
-            node = result.find(key)
-            self.stdout.write(f"  {node.score:9.4f}  {key:26} {node.suggestion}")
+        self.stdout.write("causes, most likely first:")
+        for line in ranking_lines(result):
+            self.stdout.write(line)
         self.stdout.write(f"root cause: {report['root_cause']}  fix: {report['fix']}")
         for url, lines in report["log_unrecognised_errors"].items():
             self.stdout.write(f"unrecognised error lines in {url} (zero counts held inconclusive):")
