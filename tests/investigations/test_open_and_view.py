@@ -8,14 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations.models import Investigation
 from probes.models import Observation, Target, TargetKind
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 def _open(client, deployment, symptom="high-ttft"):
