@@ -14,11 +14,6 @@ from investigations.tokens import create_token
 
 
 @pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
-
-
-@pytest.fixture
 def token(team, commander):
     return create_token(team=team, name="alertmanager", user=commander)[1]
 

@@ -3,17 +3,11 @@ then recent ones, and a one-step open from a symptom on a deployment."""
 
 from __future__ import annotations
 
-import pytest
 from django.urls import reverse
 
 from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Investigation
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 def test_active_investigations_show_the_leading_cause_alarm_and_fix(

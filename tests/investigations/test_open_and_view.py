@@ -7,14 +7,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from deployments.models import Deployment
 from investigations.models import Investigation
 from probes.models import Observation, Target, TargetKind
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 def _open(client, deployment, symptom="high-ttft"):

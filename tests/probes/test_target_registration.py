@@ -5,13 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from deployments.models import Deployment
 from probes.models import Target, TargetKind
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 def _add(client, deployment, **data):

@@ -6,16 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from deployments.models import Deployment
 from investigations import actions
 from investigations.playbook import get_playbook
 from postmortems import actions as postmortem_actions
 from tests.conftest import require_service
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 @pytest.fixture

@@ -16,18 +16,12 @@ import audit
 from audit.admin import purging
 from audit.log import NotInTransaction
 from audit.models import AppendOnlyError, AuditEntry
-from deployments.models import Deployment
 from investigations import actions
 from postmortems import actions as postmortem_actions
 from probes.models import Target
 from teams.models import Membership, Role
 
 NODE = "kv-cache-pressure"
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 @pytest.fixture

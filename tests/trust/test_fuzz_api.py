@@ -18,7 +18,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifacts.models import Artifact
-from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Investigation
 from investigations.tokens import create_token
@@ -39,11 +38,6 @@ ALERT = {
     ],
 }
 NESTED = (b"[" * 100_000, b'{"alerts":' + b"[" * 50_000, b'{"a":' * 20_000 + b"1")
-
-
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod")
 
 
 @pytest.fixture
