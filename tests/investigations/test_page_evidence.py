@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
+from deployments.models import Deployment
 from investigations import actions
-from investigations.models import Deployment
 from probes.models import Observation, Target, TargetKind
 
 # Walkthrough 1, ten seconds after the first scrape: the preemption counter has not moved.
