@@ -107,6 +107,13 @@ def causes_of(symptom: str) -> set[str]:
 
 
 # Pairs the simulator cannot yet realise with both causes visible: strict xfails, so the day
-# one starts passing the marker has to go (open work on issue #5 / the simulator). None today.
-KNOWN_PAIR_GAPS: dict[str, str] = {}
+# one starts passing the marker has to go (open work on the simulator).
+KNOWN_PAIR_GAPS: dict[str, str] = {
+    # Under kv-pressure's ramp the graph pools OOM the engine within ~15 s of every start
+    # (seed 0: /metrics answers 503 in 52 of 61 polls over 15 min, also with the KV cache
+    # pinned at 26 or 30 GiB), so KV pressure is never visible. It used to "pass" on priors
+    # alone, with no engine data; now a restarted engine's log stats (KV 2 %) are evidence
+    # and the decoy kv-block-leak has no computable threshold. A simulator gap, not a rule.
+    "graph-pool-growth+kv-pressure": "the engine crash-loops; KV pressure never shows",
+}
 KNOWN_CELERY_PAIR_GAPS = dict(KNOWN_PAIR_GAPS)
