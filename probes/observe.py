@@ -203,7 +203,8 @@ ZERO_COUNTED_EVENTS = (
     "kv_retraction",
 )
 # Events that explain an engine's death: beside none of them, its cause is not in the log.
-DEATH_CAUSES = frozenset({"cuda_oom", "startup_memory_error"})
+# A re-raised OOM explains a death too: its first line may have come in an earlier read.
+DEATH_CAUSES = frozenset({"cuda_oom", "cuda_oom_reraised", "startup_memory_error"})
 # vLLM prints its stats every 5-10 s; a rate needs at least that much log time.
 STATS_INTERVAL_S = 10.0
 # "No preemption" needs this much log time in one read (a pasted excerpt of two seconds
@@ -371,6 +372,10 @@ def _state_to_json(state: logevents.FollowerState) -> dict:
         "traceback": state.traceback,
         "flavour": state.flavour,
         "reports_preemptions": state.reports_preemptions,
+        "booting": state.booting,
+        "failure": state.failure,
+        "failure_line": state.failure_line,
+        "failure_at": state.failure_at.isoformat() if state.failure_at else None,
     }
 
 
@@ -389,7 +394,21 @@ def state_from_json(data: Mapping | None) -> logevents.FollowerState:
         traceback=str(data.get("traceback", ""))[:512],
         flavour=str(data.get("flavour", ""))[:16],
         reports_preemptions=bool(data.get("reports_preemptions", False)),
+        booting=bool(data.get("booting", False)),
+        failure=str(data.get("failure", ""))[:64],
+        failure_line=int(data.get("failure_line", 0)),
+        failure_at=_stamp(data.get("failure_at")),
     )
+
+
+def _stamp(value: object) -> datetime | None:
+    """An ISO stamp from the stored follower state; anything else is no stamp."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def observe_sglang_info(body: bytes) -> Observed:

@@ -27,7 +27,7 @@ characters, so a chunk costs time linear in its size.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -95,13 +95,30 @@ _STARTUP_MEMORY = re.compile(
     r"No available memory for the cache blocks|larger than the available KV cache memory"
     r"|insufficient (?:GPU )?memory|Free memory on device .*? is less than desired GPU memory"
 )
+# A new process or engine begins (its warm-up captures are still to come): vLLM's API
+# server banner and its engine's config line (V1 "a V1 LLM engine", V0 "an LLM engine"),
+# SGLang's ``server_args=ServerArgs(...)`` and its scheduler's first memory line.
 _SERVER_START = re.compile(
-    r"vLLM API server version (\S+)|Starting vLLM API server|server_args=ServerArgs\("
+    r"vLLM API server version (\S+)"
+    r"|Initializing an? (?:V1 )?LLM engine (?:\(v?(\S+?)\) )?with config"
+    r"|server_args=ServerArgs\(|^Load weight begin\b"
 )
+# Warm-up is over. vLLM logs "Starting vLLM API server [N] on ADDR" inside
+# build_async_engine_client, after the engine (and its captures) is built; uvicorn's
+# "Application startup complete." follows it.
 _READY = re.compile(
     r"Application startup complete\.|The server is fired up and ready to roll!"
     rf"|init engine \(profile, create kv cache, warmup model\) took {_NUM} s"
+    r"|Starting vLLM API server (?:\d+ )?on "
 )
+# Lines of one failure (a traceback, its chained and re-raised exceptions, the other
+# processes' reports) come within moments; a later OOM is a failure of its own.
+OOM_CASCADE_S = 30.0
+# Events that are not signs of a working engine: they do not end an open failure.
+_FAILURE_KINDS = frozenset(
+    {"cuda_oom", "cuda_oom_reraised", "engine_died", "startup_memory_error", UNRECOGNISED,
+     "line_truncated"}
+)  # fmt: skip
 _DIED = re.compile(
     r"Engine core proc \S+ died unexpectedly|(?:Async)?EngineDeadError"
     r"|EngineCore (?:encountered a fatal error|failed\b)|Engine core initialization failed"
@@ -154,7 +171,12 @@ _BATCH_KEYS = {
 # A stats or batch record ends on a value; anything else was cut by a viewer's wrap.
 _COMPLETE_END = re.compile(r"(?:\d%?|True|False|reqs|tokens/s|\))[.,]?\s*$")
 # Traceback frames, source echo and caret markers: never events, never "unrecognised".
-_ECHO = re.compile(r"(?: {4}|\t)|\s*(?:File \"|[\^~]+\s*$|\.\.\.<\d+ lines>\.\.\.)")
+# Python's chaining banners join two tracebacks of one failure; they are no event either.
+_ECHO = re.compile(
+    r"(?: {4}|\t)|\s*(?:File \"|[\^~]+\s*$|\.\.\.<\d+ lines>\.\.\."
+    r"|During handling of the above exception, another exception occurred:"
+    r"|The above exception was the direct cause of the following exception:)"
+)
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _ERRORISH = re.compile(
     r"out of memory|\bOOM\b|Traceback|\bfail(?:ed|ure|s)?\b|\berror\b|\w+Error\b"
@@ -187,6 +209,10 @@ class FollowerState:
     held: str = ""  # a stats/batch record a viewer's wrap cut, waiting for its rest
     held_line_no: int = 0
     traceback: str = ""  # a "Traceback" header whose final exception line is not read yet
+    booting: bool = False  # a start banner was read and warm-up has not ended yet
+    failure: str = ""  # the open failure's OOM ("where|tried_gib"): re-raises repeat it
+    failure_line: int = 0  # where that OOM was counted
+    failure_at: datetime | None = None  # the failure's latest stamped line
     flavour: str = ""  # "vllm" | "sglang": the engine whose format the log was read in
     reports_preemptions: bool = False  # V1 stats lines carry "Preemptions:" (>= 0.12)
 
@@ -240,6 +266,42 @@ def _oom(msg: str, found: re.Match[str]) -> dict[str, float | str | bool]:
         scale = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1024**2}
         values["tried_gib"] = float(tried[1]) * scale[tried[2]]
     return values
+
+
+def _oom_event(
+    state: FollowerState,
+    head: Head,
+    line_no: int,
+    msg: str,
+    found: re.Match[str],
+    record: Callable[..., None],
+) -> FollowerState:
+    """An OOM line: a new failure (``cuda_oom``), or one more line of the failure already
+    counted (``cuda_oom_reraised``): the wrapping ``RuntimeError: Worker failed with
+    error 'CUDA out of memory ...'``, a chained ``Exception: Capture cuda graph failed:
+    ...``, the same OOM reported by another process or rank.
+
+    A line repeats the open failure when nothing since showed the engine working (see
+    ``_FAILURE_KINDS``), it came within ``OOM_CASCADE_S`` of the failure's last stamped
+    line, and its details do not contradict it (same pool, same requested size where both
+    say one).
+    """
+    values = _oom(msg, found)
+    tried = values.get("tried_gib")
+    sign = f"{values['where']}|{tried if tried is not None else ''}"
+    at = head.timestamp
+    same = bool(state.failure)
+    if same:
+        where, _, size = state.failure.partition("|")
+        same = where == values["where"] and (not size or tried is None or size == str(tried))
+    if same and at is not None and state.failure_at is not None:
+        same = abs((at - state.failure_at).total_seconds()) <= OOM_CASCADE_S
+    if same:
+        record("cuda_oom_reraised", values | {"of_line": float(state.failure_line)})
+        keep = state.failure if tried is None else sign
+        return replace(state, failure=keep, failure_at=at or state.failure_at)
+    record("cuda_oom", values)
+    return replace(state, failure=sign, failure_line=line_no, failure_at=at)
 
 
 def _is_echo(msg: str) -> bool:
@@ -340,9 +402,12 @@ def _parse_head(
         record("kv_retraction", values)
         state = replace(state, flavour="sglang")
     elif (found := _OOM.search(msg)) is not None:
-        record("cuda_oom", _oom(msg, found))
+        state = _oom_event(state, head, line_no, msg, found, record)
     elif (found := _DIED.search(msg)) is not None:
         emit("engine_died", reason=found[0])
+        # A dead engine captures nothing more: captures from here on are the next
+        # engine's warm-up until its ready line.
+        state = replace(state, started=True, warm=False, capturing=False, booting=False)
     elif _STARTUP_MEMORY.search(msg) is not None:
         emit("startup_memory_error")
     elif (found := _GC_TOOK.search(msg)) is not None:
@@ -353,21 +418,28 @@ def _parse_head(
             values["objects"] = float(found[3])
         record("gc_pause", values)
     elif (found := _SERVER_START.search(msg)) is not None:
-        if state.started:
+        # The API server's banner and its engine's config line are one start; a banner
+        # after an engine ran (ready, stats, a death) is a restart.
+        if state.started and not state.booting:
             emit("restart")
-        emit("server_start", version=found[1] or "")
-        state = replace(state, started=True, warm=False, capturing=False)
+        if not state.booting:
+            emit("server_start", version=found[1] or found[2] or "")
+        else:
+            emit("engine_start", version=found[1] or found[2] or "")
+        state = replace(state, started=True, warm=False, capturing=False, booting=True)
     elif (found := _READY.search(msg)) is not None:
         emit("engine_ready")
-        state = replace(state, warm=True, started=True)
+        state = replace(state, warm=True, started=True, booting=False)
     elif (stats := _stats(msg)) is not None:
         record("stats", stats)
-        state = replace(state, warm=True, flavour="vllm")
+        state = replace(state, warm=True, started=True, booting=False, flavour="vllm")
         if "preemptions" in stats:
             state = replace(state, reports_preemptions=True)
     elif (batch := _batch(msg)) is not None:
         record("sglang_batch", batch)
-        state = replace(state, warm=True, flavour="sglang")
+        state = replace(state, warm=True, started=True, booting=False, flavour="sglang")
+    if state.failure and any(e.kind not in _FAILURE_KINDS for e in events):
+        state = replace(state, failure="", failure_line=0, failure_at=None)  # it lives again
     if state.traceback and not _TRACEBACK.search(msg):
         # The first line after a traceback's frames is its exception: a known event
         # explains the traceback, anything else leaves it unrecognised.
