@@ -47,6 +47,7 @@ def _content_streams(data: bytes) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_a_pdf_export_carries_the_record_and_a_vector_chart(
     client_for, responder, incident, media, django_capture_on_commit_callbacks
 ):
@@ -101,6 +102,7 @@ def test_a_markdown_export_downloads_as_an_attachment(
     assert body.startswith("# Postmortem:") and "AtlasKVCachePressure" in body
 
 
+@pytest.mark.slow
 def test_a_pdf_download_has_the_pdf_content_type(
     client_for, responder, incident, media, django_capture_on_commit_callbacks
 ):

@@ -49,6 +49,7 @@ def test_hostile_narrative_is_escaped_in_markdown(hostile, incident):
     assert "\\| a \\| b \\|" in md  # no table can be smuggled in
 
 
+@pytest.mark.slow
 def test_hostile_narrative_is_text_in_the_pdf_and_nothing_is_fetched(
     hostile, incident, media, monkeypatch, django_capture_on_commit_callbacks
 ):

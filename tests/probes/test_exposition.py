@@ -198,6 +198,7 @@ def expositions(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expositions())
 def test_differential_against_prometheus_client(text):

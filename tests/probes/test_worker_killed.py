@@ -29,6 +29,7 @@ def _pool_children(pid: int) -> list[int]:
     return [int(x) for x in out.split()]
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_poll_killed_mid_flight_is_redelivered_and_stored_once(team, tmp_path):
     url, options, worker_env = broker_for("redis", tmp_path)
