@@ -229,3 +229,50 @@ def closing_facts_of(investigation, at: datetime) -> dict[str, Any]:
         "alarm_series": series_facts(select(measure, observations, at.timestamp())),
         "request_rate": series_facts(select(rate, observations, at.timestamp())),
     }
+
+
+# --- records closed before they were frozen (migration 0011) -----------------------------
+
+
+def migrated_closing_facts(
+    *,
+    opened_at: datetime,
+    closed_at: datetime,
+    playbook: Mapping[str, Any],
+    fix: Mapping[str, Any] | None,
+    verification_state: str,
+    alarm_threshold: float | None,
+    rule: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What can be frozen of an investigation closed before records were: the verdict the
+    close recorded (its audit entry; no criteria, which were never stored), the time since
+    the fix, the gate's alert rule without its backtest (never stored: re-running it would
+    be today's code judging yesterday's incident), the threshold the alarm events carried.
+    The chart's series are left null: the loader reads them from the stored observations."""
+    node = next(
+        (n for n in playbook.get("hypotheses", []) if fix and n["key"] == fix["node"]), None
+    )
+    template = node["fix"] if node else None
+    verification = None
+    if fix is not None:
+        verification = {
+            "state": verification_state or "unknown",
+            "elapsed_s": max(0.0, (closed_at - fix["applied_at"]).total_seconds()),
+            "window_s": template["verify_window_s"] if template else 0,
+            "criteria": [],
+            "side_effects": [],
+        }
+    gate = None
+    if template and template.get("alert") and rule is not None:
+        gate = {"alert": dict(template["alert"]), "rule": dict(rule), "backtest": None}
+    start = opened_at - CHART_CONTEXT
+    return {
+        "at": closed_at.isoformat(),
+        "source": "migration",
+        "verification": verification,
+        "gate": gate,
+        "alarm_threshold": _finite(alarm_threshold),
+        "window": [start.isoformat(), closed_at.isoformat()],
+        "alarm_series": None,
+        "request_rate": None,
+    }

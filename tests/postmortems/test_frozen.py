@@ -29,8 +29,8 @@ def _renders(investigation: Investigation) -> tuple[str, str]:
 
 @pytest.fixture
 def edited_playbooks(tmp_path, monkeypatch):
-    """The playbooks folder with high-ttft edited: a new version, title, node title,
-    fix title and alarm threshold (the live loader then reads only the copy)."""
+    """The playbooks folder with high-ttft edited: a new version, title, node title and
+    alarm threshold. The shipped playbooks stay cached until a test clears the cache."""
     folder = tmp_path / "playbooks"
     shutil.copytree(playbook.PLAYBOOK_DIR, folder)
     path = folder / "high-ttft.yaml"
@@ -45,8 +45,8 @@ def edited_playbooks(tmp_path, monkeypatch):
         assert old in text, old
         text = text.replace(old, new, 1)
     path.write_text(text, encoding="utf-8")
+    playbook.playbooks()
     monkeypatch.setattr(playbook, "PLAYBOOK_DIR", folder)
-    playbook.playbooks.cache_clear()
     yield path
     playbook.playbooks.cache_clear()  # after monkeypatch restores the shipped folder
 
@@ -63,7 +63,7 @@ def test_the_record_freezes_the_playbook_at_open_and_the_verdict_at_close(incide
 
 
 def test_an_edited_playbook_file_rewrites_no_closed_postmortem(incident, edited_playbooks):
-    before = _renders(incident)  # the shipped playbook is still cached here
+    before = _renders(incident)
     playbook.playbooks.cache_clear()
     edited = playbook.get_playbook("high-ttft")
     assert (edited.version, edited.title) == (7, "TTFT, renamed")  # the edit is live
@@ -97,3 +97,31 @@ def test_an_open_draft_follows_the_live_state_and_the_playbook_it_opened_with(
     )
     assert newer.playbook_version == 7
     assert "high-ttft v7" in _renders(newer)[1]
+
+
+def test_the_migration_freezes_what_an_old_closed_record_kept(incident, edited_playbooks):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("investigations.migrations.0011_freeze_existing_records")
+    Investigation.objects.filter(pk=incident.pk).update(
+        playbook_facts={}, playbook_version=None, playbook_digest="", closing_facts={}
+    )
+    migration.freeze(apps, None)  # the shipped playbook is still the cached one
+    migrated = Investigation.objects.get(pk=incident.pk)
+    assert migrated.playbook_version == 1 and migrated.playbook_facts["source"] == "migration"
+    facts = migrated.closing_facts
+    assert facts["source"] == "migration"
+    assert facts["verification"]["state"] == "passing"  # as its close audit entry says
+    assert facts["verification"]["criteria"] == []  # never stored: cannot be recovered
+    assert facts["gate"]["rule"]["alert"] and facts["gate"]["backtest"] is None
+    assert facts["alarm_threshold"] == pytest.approx(0.6)  # from its alarm events
+    assert facts["alarm_series"] is None  # read from the stored observations
+    before = _renders(migrated)
+    assert "passing" in before[1]
+    playbook.playbooks.cache_clear()
+    assert playbook.get_playbook("high-ttft").version == 7
+    assert _renders(migrated) == before
+    migration.freeze(apps, None)  # idempotent: frozen rows are left alone
+    assert Investigation.objects.get(pk=incident.pk).closing_facts == facts
