@@ -106,7 +106,6 @@ def finish_drill(*, drill: Drill, user) -> Drill:
         investigation_actions.close_investigation(
             investigation=locked.investigation,
             user=user,
-            verification_state="none",
             override=f"Drill finished by {user.get_username()}",
         )
     locked.refresh_from_db(fields=["finished_at"])  # the close may have finished it

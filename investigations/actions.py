@@ -7,8 +7,10 @@ from django.utils import timezone
 
 import audit
 from deployments.models import Deployment
+from investigations import frozen
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
+from investigations.states import STATE_AFTER, node_states
 from probes.models import Target, TargetKind
 
 
@@ -35,6 +37,9 @@ def open_investigation(
         opened_by=user,
         opened_by_name=who,
         alert_fingerprint=fingerprint,
+        playbook_version=playbook.version,
+        playbook_digest=playbook.digest,
+        playbook_facts=frozen.playbook_facts(playbook),
     )
     TimelineEvent.objects.create(
         investigation=investigation,
@@ -64,17 +69,6 @@ def open_investigation(
 
 class DecisionConflict(Exception):
     """Someone decided on the same hypothesis since this person loaded the page."""
-
-
-STATE_AFTER = {"confirm": "confirmed", "eliminate": "eliminated", "reopen": "open"}
-
-
-def node_states(investigation: Investigation) -> dict[str, str]:
-    """Each decided node's current state: the latest decision wins."""
-    states: dict[str, str] = {}
-    for node, action in investigation.decisions.order_by("sequence").values_list("node", "action"):
-        states[node] = STATE_AFTER[action]
-    return states
 
 
 @transaction.atomic
@@ -183,22 +177,28 @@ def record_fix(
 
 
 @transaction.atomic
-def close_investigation(
-    *, investigation: Investigation, user, verification_state: str, override: str = ""
-) -> Investigation:
-    """Close as resolved. Without a passing verification a commander must say why; the
-    override is kept and shown in the postmortem."""
+def close_investigation(*, investigation: Investigation, user, override: str = "") -> Investigation:
+    """Close as resolved. The close judges the latest fix's verification itself, as of
+    now, and freezes it with the regression gate's backtest and the chart (the record the
+    postmortem is rendered from); without a passing verification a commander must say
+    why, and the override is kept and shown in the postmortem."""
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
     if locked.status != Investigation.Status.OPEN:
         raise ValueError("this investigation is already closed")
-    fix = locked.fixes.order_by("-applied_at").first()
+    now = timezone.now()
+    facts = frozen.closing_facts_of(locked, now)
+    verification_state = (facts["verification"] or {}).get("state", "none")
     if verification_state != "passing" and not override.strip():
         raise ValueError("verification has not passed: give a reason to close anyway")
+    fix = locked.fixes.order_by("-applied_at").first()
     locked.status = Investigation.Status.CLOSED
-    locked.closed_at = timezone.now()
+    locked.closed_at = now
     locked.root_cause = fix.node if fix else ""
     locked.close_override = override.strip() if verification_state != "passing" else ""
-    locked.save(update_fields=["status", "closed_at", "root_cause", "close_override"])
+    locked.closing_facts = facts
+    locked.save(
+        update_fields=["status", "closed_at", "root_cause", "close_override", "closing_facts"]
+    )
     summary = (
         "Closed: verification passed"
         if not locked.close_override

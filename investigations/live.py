@@ -12,12 +12,12 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from deployments.budget import Budget
-from investigations import actions
 from investigations.evaluation import Evaluation, evaluate
 from investigations.gate import backtest
 from investigations.models import FixRecord, Investigation
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import Playbook, get_playbook
+from investigations.states import node_states
 from investigations.verification import VerificationResult, verification_signals, verify
 
 
@@ -64,7 +64,7 @@ def current_state(
         Budget.of(investigation.deployment),
         observations,
         now.timestamp(),
-        decisions=actions.node_states(investigation),
+        decisions=node_states(investigation),
     )
     verification = _verification(investigation, playbook, fix, observations, now)
     promoted = _gate(investigation, playbook, fix, now) if verification and gate else None

@@ -47,6 +47,19 @@ class Investigation(models.Model):
     close_override = models.TextField(
         max_length=4000, blank=True, help_text="Why it was closed without a passing verification."
     )
+    # The record, frozen (investigations/frozen.py): the playbook as it opened, the
+    # verification, gate and chart as it closed. The postmortem reads these, never the
+    # live playbook file or a re-run of the evaluation.
+    playbook_version = models.PositiveIntegerField(null=True, blank=True)
+    playbook_digest = models.CharField(max_length=64, blank=True)
+    playbook_facts = models.JSONField(
+        default=dict, blank=True, help_text="What the record needs of the playbook it opened with."
+    )
+    closing_facts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Verification, regression gate and chart as computed when it closed.",
+    )
 
     class Meta:
         ordering = ["-opened_at"]

@@ -14,6 +14,7 @@ of the offending field, never in the middle of an incident.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -174,6 +175,9 @@ class Playbook:
     summary: str
     alarm: Criterion
     hypotheses: tuple[Hypothesis, ...]
+    # SHA-256 of the YAML text it was parsed from: an investigation stores it when it opens,
+    # so its record says exactly which playbook it followed (investigations/frozen.py).
+    digest: str = field(default="", compare=False)
 
     def walk(self) -> Iterator[Hypothesis]:
         stack = list(reversed(self.hypotheses))
@@ -477,6 +481,7 @@ def parse_playbook(text: str, name: str = "<playbook>") -> Playbook:
         hypotheses=tuple(
             reader.hypothesis(h, f"$.hypotheses[{i}]") for i, h in enumerate(hypotheses_raw)
         ),
+        digest=hashlib.sha256(text.encode()).hexdigest(),
     )
     seen_nodes: set[str] = set()
     seen_checks: set[str] = set()

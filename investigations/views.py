@@ -231,12 +231,10 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
 @require_POST
 def close(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.COMMANDER)
-    verification = live.current_state(investigation).verification
     try:
         actions.close_investigation(
             investigation=investigation,
             user=request.user,
-            verification_state=verification.state if verification else "none",
             override=request.POST.get("override", "")[:4000],
         )
     except ValueError as exc:

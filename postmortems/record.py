@@ -2,12 +2,15 @@
 
 ``build_document`` is a pure function from plain data (``RecordInput``) to the document
 every renderer reads (the HTML page, Markdown, PDF). ``load_document`` is the one thin
-loader that reads the rows, the live state and the stored observations. People write only
-what the record cannot know (narrative sections, action items); everything else here is
-derived: detection from the playbook's alarm and the opening event, impact from the
+loader that reads the rows. People write only what the record cannot know (narrative
+sections, action items); everything else here is derived from stored facts: the playbook
+as the investigation opened with it (``Investigation.playbook_facts``: titles, rationale,
+fix text, version), detection from its alarm and the opening event, impact from the
 timeline's alarm firing/clear events, the tree from the decisions and their frozen
-evidence, the fix from its FixRecord, verification from ``live.current_state``, the gate
-from the fix template's alert.
+evidence, the fix from its FixRecord, and verification, the regression gate and the chart
+from what the close action froze (``Investigation.closing_facts``). Editing a playbook or
+changing the evaluation rewrites no closed postmortem. An open investigation's draft is
+built from the same facts computed as of now (``investigations.frozen``).
 """
 
 from __future__ import annotations
@@ -15,36 +18,31 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from investigations.evaluation import Measure, select
-from investigations.playbook import Playbook
-from investigations.verification import VerificationResult
+from investigations.gate import rules_yaml
 from postmortems.models import SECTIONS
 
 Point = tuple[float, float]
-# How much of the alarm's measurement before the investigation opened the chart shows.
-CHART_CONTEXT = timedelta(minutes=15)
-# The signal that counts completed requests per second (used to estimate affected requests).
-REQUEST_RATE = Measure("e2e_count_rate", "engine", "mean", 300)
 
 
 @dataclass(frozen=True)
 class RecordInput:
-    """Everything the document is built from, already read from the database."""
+    """Everything the document is built from, already read from the database: plain
+    data only (the playbook as frozen facts, not a live ``Playbook``)."""
 
     investigation: Mapping[str, Any]
-    playbook: Playbook
+    playbook: Mapping[str, Any]
     alarm_threshold: float | None
     timeline: Sequence[Mapping[str, Any]]
     decisions: Sequence[Mapping[str, Any]]
     fix: Mapping[str, Any] | None
-    verification: VerificationResult | None
+    verification: Mapping[str, Any] | None
     verified_at: datetime
     gate: Mapping[str, Any] | None
-    rule_yaml: str
+    investigation_url: str = ""
     action_items: Sequence[Mapping[str, Any]] = ()
     version: Mapping[str, Any] | None = None
     alarm_series: Sequence[Sequence[Point]] = ()
@@ -63,8 +61,8 @@ def build_document(data: RecordInput) -> dict:
         "id": str(inv["id"]),
         "title": inv["title"],
         "symptom": inv["symptom"],
-        "symptom_title": playbook.title,
-        "playbook": f"{playbook.key} v{playbook.version}",
+        "symptom_title": playbook["title"],
+        "playbook": f"{playbook['key']} v{playbook['version']}",
         "deployment": inv["deployment"],
         "status": inv["status"],
         "is_drill": inv["is_drill"],
@@ -129,19 +127,20 @@ def _breach(started: Mapping[str, Any], until: datetime, *, cleared: bool) -> di
 
 
 def detection(data: RecordInput, breaches: Sequence[Mapping[str, Any]]) -> dict:
-    alarm = data.playbook.alarm
-    measure = alarm.measure
+    alarm = data.playbook["alarm"]
+    measure = alarm["measure"]
     first = breaches[0] if breaches else None
     inv = data.investigation
     return {
-        "title": alarm.title or "Alarm",
+        "title": alarm["title"] or "Alarm",
         "measure": (
-            f"{measure.reduce} of {measure.source} {measure.signal} over {measure.window_s} s"
+            f"{measure['reduce']} of {measure['source']} {measure['signal']} "
+            f"over {measure['window_s']} s"
         ),
-        "signal": measure.signal,
-        "op": alarm.when.op,
+        "signal": measure["signal"],
+        "op": alarm["op"],
         "threshold": data.alarm_threshold,
-        "threshold_expr": alarm.when.value.source,
+        "threshold_expr": alarm["threshold_expr"],
         "first_firing_at": first["start"] if first else None,
         "first_measured": first["measured"] if first else None,
         "opened_by": opened_by(inv, data.timeline),
@@ -197,33 +196,29 @@ def affected_requests(
     return round(total) if seen else None
 
 
-def hypothesis_tree(playbook: Playbook, decisions: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Every node of the playbook in tree order with its depth, final state and the
-    decisions on it (each with the evidence frozen when it was made)."""
+def hypothesis_tree(
+    playbook: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]]
+) -> list[dict]:
+    """Every node of the playbook (stored in tree order with its depth) with its final
+    state and the decisions on it (each with the evidence frozen when it was made)."""
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for decision in sorted(decisions, key=lambda d: d["sequence"]):
         by_node.setdefault(decision["node"], []).append(decision)
     after = {"confirm": "confirmed", "eliminate": "eliminated", "reopen": "open"}
     out: list[dict] = []
-
-    def visit(node, depth: int) -> None:
-        history = by_node.get(node.key, [])
+    for node in playbook["hypotheses"]:
+        history = by_node.get(node["key"], [])
         out.append(
             {
-                "key": node.key,
-                "title": node.title,
-                "rationale": node.rationale,
-                "depth": depth,
-                "is_cause": node.is_cause,
+                "key": node["key"],
+                "title": node["title"],
+                "rationale": node["rationale"],
+                "depth": node["depth"],
+                "is_cause": node["is_cause"],
                 "state": after[history[-1]["action"]] if history else "open",
                 "decisions": [_decision(d) for d in history],
             }
         )
-        for child in node.children:
-            visit(child, depth + 1)
-
-    for node in playbook.hypotheses:
-        visit(node, 0)
     # Decisions on a node a later playbook version dropped are still part of the record.
     known = {n["key"] for n in out}
     for key, history in by_node.items():
@@ -273,7 +268,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def root_cause(inv, playbook: Playbook, tree: Sequence[Mapping[str, Any]], fix) -> dict | None:
+def root_cause(
+    inv, playbook: Mapping[str, Any], tree: Sequence[Mapping[str, Any]], fix
+) -> dict | None:
     key = inv.get("root_cause") or (fix["node"] if fix else "")
     if not key:
         confirmed = [n for n in tree if n["state"] == "confirmed" and n["is_cause"]]
@@ -292,15 +289,13 @@ def root_cause(inv, playbook: Playbook, tree: Sequence[Mapping[str, Any]], fix) 
     }
 
 
-def fix_section(playbook: Playbook, fix: Mapping[str, Any] | None) -> dict | None:
+def fix_section(playbook: Mapping[str, Any], fix: Mapping[str, Any] | None) -> dict | None:
     if fix is None:
         return None
-    try:
-        template = playbook.node(fix["node"]).fix
-    except KeyError:  # the playbook no longer has this cause
-        template = None
+    node = next((n for n in playbook["hypotheses"] if n["key"] == fix["node"]), None)
+    template = node["fix"] if node else None  # None: the playbook had no such cause
     parameters = dict(fix["parameters"])
-    command = template.command if template else ""
+    command = template["command"] if template else ""
     command = re.sub(
         r"\{(\w+)\}",
         lambda m: _shown(parameters[m[1]]) if m[1] in parameters else m[0],
@@ -308,7 +303,7 @@ def fix_section(playbook: Playbook, fix: Mapping[str, Any] | None) -> dict | Non
     )
     return {
         "key": fix["key"],
-        "title": template.title if template else fix["key"],
+        "title": template["title"] if template else fix["key"],
         "node": fix["node"],
         "parameters": {k: _shown(v) for k, v in parameters.items()},
         "command": command,
@@ -330,47 +325,50 @@ def verification_section(data: RecordInput) -> dict | None:
     if result is None:
         return {"state": "none", "criteria": [], "override": override, "at": data.verified_at}
     return {
-        "state": result.state,
-        "elapsed_s": result.elapsed_s,
-        "window_s": result.window_s,
+        "state": result["state"],
+        "elapsed_s": result["elapsed_s"],
+        "window_s": result["window_s"],
         "at": data.verified_at,
         "criteria": [
             {
-                "title": c.title,
-                "measured": c.measured,
-                "op": c.op,
-                "threshold": c.threshold,
-                "holds": c.holds,
-                "guard": c.guard,
+                "title": c["title"],
+                "measured": c["measured"],
+                "op": c["op"],
+                "threshold": c["threshold"],
+                "holds": c["holds"],
+                "guard": c["guard"],
             }
-            for c in result.criteria
+            for c in result["criteria"]
         ],
-        "side_effects": [c.title for c in result.side_effects],
+        "side_effects": list(result["side_effects"]),
         "override": override,
     }
 
 
 def gate_section(data: RecordInput) -> dict | None:
+    """The promoted alert as frozen at close; its rule names the investigation by the
+    address the document is read at."""
     gate = data.gate
-    if not gate or not data.rule_yaml:
+    if not gate:
         return None
-    alert, backtest = gate["alert"], gate.get("backtest")
+    alert, backtest, rule = gate["alert"], gate.get("backtest"), gate["rule"]
+    annotations = {**rule["annotations"], "investigation": data.investigation_url}
 
     def when(ts: float | None) -> datetime | None:
         return datetime.fromtimestamp(ts, tz=UTC) if ts is not None else None
 
     return {
-        "name": alert.name,
-        "expr": alert.expr,
-        "for": alert.for_,
-        "summary": alert.summary,
-        "rule_yaml": data.rule_yaml,
+        "name": alert["name"],
+        "expr": alert["expr"],
+        "for": alert["for"],
+        "summary": alert["summary"],
+        "rule_yaml": rules_yaml([{**rule, "annotations": annotations}]),
         "backtest": None
         if backtest is None
         else {
-            "fired_at": when(backtest.fired_at),
-            "alarm_at": when(backtest.alarm_at),
-            "lead_s": backtest.lead_s,
+            "fired_at": when(backtest["fired_at"]),
+            "alarm_at": when(backtest["alarm_at"]),
+            "lead_s": backtest["lead_s"],
         },
     }
 
@@ -403,13 +401,14 @@ def chart_data(data: RecordInput, tree: Sequence[Mapping[str, Any]]) -> dict:
     ]
     markers.sort(key=lambda m: m["t"])
     fix = data.fix
-    measure = data.playbook.alarm.measure
+    alarm = data.playbook["alarm"]
+    signal = alarm["measure"]["signal"]
     return {
-        "title": f"{data.playbook.alarm.title or 'Alarm'}: {measure.signal}",
-        "signal": measure.signal,
+        "title": f"{alarm['title'] or 'Alarm'}: {signal}",
+        "signal": signal,
         "series": [list(points) for points in data.alarm_series],
         "threshold": data.alarm_threshold,
-        "op": data.playbook.alarm.when.op,
+        "op": alarm["op"],
         "start": start.timestamp(),
         "end": end.timestamp(),
         "markers": markers,
@@ -437,25 +436,31 @@ def load_document(
     version_number: int | None = None,
     now: datetime | None = None,
 ) -> dict:
-    """Read the record and build the document. A closed investigation is judged as of its
-    close (verification, gate and chart end there), so a later render says the same thing;
-    an open one as of ``now``. ``version_number`` picks a narrative version (default: the
-    newest)."""
+    """Read the record and build the document. A closed investigation is rendered from
+    what it froze (the playbook as it opened, verification, gate and chart as it closed),
+    so a later render says the same thing whatever changed since; an open one's draft from
+    the same facts computed as of ``now``. ``version_number`` picks a narrative version
+    (default: the newest)."""
     from django.urls import reverse
     from django.utils import timezone
 
-    from investigations import live
-    from investigations.gate import alert_rule, rules_yaml
-    from investigations.observations import load_observations
+    from investigations import frozen
+    from investigations.playbook import get_playbook
     from postmortems.models import ActionItem, Postmortem, PostmortemVersion
 
     now = now or timezone.now()
-    at = investigation.closed_at or now
     investigation_url = investigation_url or reverse(
         "investigations:detail", args=[investigation.pk]
     )
-    state = live.current_state(investigation, now=at)
-    playbook = state.playbook
+    playbook = investigation.playbook_facts or frozen.playbook_facts(
+        get_playbook(investigation.symptom)
+    )
+    facts = investigation.closing_facts if investigation.closed_at else None
+    if not facts:
+        # Open (a draft as of now), or closed before records were frozen and never migrated.
+        facts = frozen.closing_facts_of(investigation, investigation.closed_at or now)
+    at = datetime.fromisoformat(facts["at"])
+    start, end = (datetime.fromisoformat(t) for t in facts["window"])
     name = _username
     timeline = [
         {"at": e.at, "kind": e.kind, "actor": name(e.actor), "summary": e.summary, "data": e.data}
@@ -475,9 +480,8 @@ def load_document(
         for d in investigation.decisions.select_related("decided_by").order_by("sequence")
     ]
     fix = None
-    rule = ""
-    if state.fix is not None:
-        record = state.fix
+    record = investigation.fixes.select_related("applied_by").order_by("-applied_at").first()
+    if record is not None:
         fix = {
             "node": record.node,
             "key": record.key,
@@ -486,18 +490,6 @@ def load_document(
             "applied_by": name(record.applied_by),
             "applied_at": record.applied_at,
         }
-        node = playbook.node(record.node)
-        if node.fix is not None and node.fix.alert is not None:
-            rule = rules_yaml(
-                [
-                    alert_rule(
-                        node,
-                        record.parameters,
-                        investigation_url=investigation_url,
-                        investigation_id=str(investigation.pk),
-                    )
-                ]
-            )
     postmortem = Postmortem.objects.filter(investigation=investigation).first()
     version = items = None
     if postmortem is not None:
@@ -532,14 +524,7 @@ def load_document(
                 "owner", "created_by", "closed_by"
             )
         ]
-    start = investigation.opened_at - CHART_CONTEXT
-    window_s = int((at - start).total_seconds()) + 1
-    measure = replace(playbook.alarm.measure, window_s=window_s)
-    rate = replace(REQUEST_RATE, window_s=window_s)
-    observations = load_observations(
-        investigation.deployment_id, {measure.signal: window_s, rate.signal: window_s}, at
-    )
-    rate_series = select(rate, observations, at.timestamp())
+    alarm_series, request_rate = _series(investigation, playbook, facts, start, at)
     deployment = investigation.deployment
     data = RecordInput(
         investigation={
@@ -562,33 +547,43 @@ def load_document(
             },
         },
         playbook=playbook,
-        alarm_threshold=_alarm_threshold(state, investigation),
+        alarm_threshold=facts["alarm_threshold"],
         timeline=timeline,
         decisions=decisions,
         fix=fix,
-        verification=state.verification,
+        verification=facts["verification"],
         verified_at=at,
-        gate=state.gate,
-        rule_yaml=rule,
+        gate=facts["gate"],
+        investigation_url=investigation_url,
         action_items=items or [],
         version=version,
-        alarm_series=select(measure, observations, at.timestamp()),
-        request_rate=rate_series,
-        window=(start, at),
+        alarm_series=alarm_series,
+        request_rate=request_rate,
+        window=(start, end),
     )
     return build_document(data)
 
 
-def _alarm_threshold(state, investigation) -> float | None:
-    """The alarm's threshold as evaluated; from the budget alone when evaluation had no data."""
-    if state.result.alarm.threshold is not None:
-        return state.result.alarm.threshold
-    from deployments import budget as b
-    from investigations.evaluation import threshold_of
+def _series(investigation, playbook, facts, start: datetime, at: datetime):
+    """The chart's series as frozen; for a record migrated without them (null), read from
+    the stored observations with the frozen alarm measure."""
+    from investigations import frozen
 
-    scope = b.Budget.of(investigation.deployment)
-    values = {f"budget.{n}": float(getattr(scope, n)) for n in b.Budget.__dataclass_fields__}
-    return threshold_of(state.playbook.alarm.when, values)[0]
+    if facts.get("alarm_series") is not None and facts.get("request_rate") is not None:
+        return frozen.series_of(facts["alarm_series"]), frozen.series_of(facts["request_rate"])
+    from investigations.evaluation import select
+    from investigations.observations import load_observations
+
+    window_s = int((at - start).total_seconds()) + 1
+    measure = replace(frozen.measure_of(playbook["alarm"]["measure"]), window_s=window_s)
+    rate = replace(frozen.REQUEST_RATE, window_s=window_s)
+    observations = load_observations(
+        investigation.deployment_id, {measure.signal: window_s, rate.signal: window_s}, at
+    )
+    return (
+        select(measure, observations, at.timestamp()),
+        select(rate, observations, at.timestamp()),
+    )
 
 
 def _username(user) -> str:

@@ -36,9 +36,7 @@ def test_active_investigations_show_the_leading_cause_alarm_and_fix(
     closed = actions.open_investigation(
         deployment=deployment, symptom="gpu-oom", user=commander, title="OOM last week"
     )
-    actions.close_investigation(
-        investigation=closed, user=commander, verification_state="pending", override="drill over"
-    )
+    actions.close_investigation(investigation=closed, user=commander, override="drill over")
     client = client_for(commander)
     # Session, user, 3 per list (rows, decisions, fixes) x 2, workers 2, deployments +
     # targets, teams: constant in the number of investigations.

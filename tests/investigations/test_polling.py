@@ -22,13 +22,9 @@ def test_opening_and_closing_moves_the_flag(deployment, commander):
     first = actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
     second = actions.open_investigation(deployment=deployment, symptom="itl-spikes", user=commander)
     assert _active(deployment)
-    actions.close_investigation(
-        investigation=first, user=commander, verification_state="none", override="test"
-    )
+    actions.close_investigation(investigation=first, user=commander, override="test")
     assert _active(deployment), "another investigation is still open"
-    actions.close_investigation(
-        investigation=second, user=commander, verification_state="none", override="test"
-    )
+    actions.close_investigation(investigation=second, user=commander, override="test")
     assert not _active(deployment)
 
 

@@ -152,17 +152,16 @@ def open_incident(deployment, observations, commander, responder, t0) -> Investi
 
 
 @pytest.fixture
-def incident(open_incident, commander, t0) -> Investigation:
-    """The closed investigation: verification passed at close."""
+def incident(open_incident, commander, t0, frozen_now, time_machine) -> Investigation:
+    """The closed investigation: verification passed at close (the close judges it, as
+    of the moment it closes, so the clock is moved there and back)."""
     closed_at = t0 + timedelta(minutes=35)
-    state = live.current_state(open_incident, now=closed_at)
-    assert state.verification.state == "passing", state.verification
-    actions.close_investigation(
-        investigation=open_incident, user=commander, verification_state="passing"
-    )
-    Investigation.objects.filter(pk=open_incident.pk).update(closed_at=closed_at)
-    _latest_event(open_incident, closed_at)
+    time_machine.move_to(closed_at, tick=False)
+    actions.close_investigation(investigation=open_incident, user=commander)
+    time_machine.move_to(frozen_now, tick=False)
     open_incident.refresh_from_db()
+    assert open_incident.closed_at == closed_at
+    assert open_incident.closing_facts["verification"]["state"] == "passing"
     return open_incident
 
 

@@ -65,7 +65,6 @@ def test_a_close_override_is_kept_and_an_open_breach_is_ongoing(open_incident, c
     actions.close_investigation(
         investigation=open_incident,
         user=commander,
-        verification_state="pending",
         override="Customer traffic moved to the backup region",
     )
     open_incident.refresh_from_db()

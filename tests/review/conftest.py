@@ -10,6 +10,7 @@ from investigations import actions
 from investigations.playbook import get_playbook
 from postmortems import actions as postmortem_actions
 from tests.conftest import require_service
+from tests.support.verification import verification_as
 
 
 @pytest.fixture
@@ -40,7 +41,5 @@ def closed_incident(
         postmortem_actions.save_narrative(
             investigation=inv, sections={"narrative": narrative}, base_version=0, user=user
         )
-    state = "pending" if override else "passing"
-    return actions.close_investigation(
-        investigation=inv, user=user, verification_state=state, override=override
-    )
+    with verification_as("pending" if override else "passing"):
+        return actions.close_investigation(investigation=inv, user=user, override=override)

@@ -20,6 +20,7 @@ from investigations import actions
 from postmortems import actions as postmortem_actions
 from probes.models import Target
 from teams.models import Membership, Role
+from tests.support.verification import verification_as
 
 NODE = "kv-cache-pressure"
 
@@ -63,12 +64,12 @@ def test_decision_fix_and_override_close_are_recorded(investigation, responder, 
     actions.record_fix(
         investigation=investigation, node=NODE, parameters={"max_num_seqs": 30.0}, user=responder
     )
-    actions.close_investigation(
-        investigation=investigation,
-        user=commander,
-        verification_state="failing",
-        override="customer traffic dropped; verified by hand",
-    )
+    with verification_as("failing"):
+        actions.close_investigation(
+            investigation=investigation,
+            user=commander,
+            override="customer traffic dropped; verified by hand",
+        )
     assert _entries(investigation=investigation) == [
         ("investigation.open", commander.username),
         ("decision", responder.username),
@@ -84,9 +85,8 @@ def test_decision_fix_and_override_close_are_recorded(investigation, responder, 
 
 
 def test_a_passing_close_is_not_an_override(investigation, commander):
-    actions.close_investigation(
-        investigation=investigation, user=commander, verification_state="passing"
-    )
+    with verification_as("passing"):
+        actions.close_investigation(investigation=investigation, user=commander)
     assert AuditEntry.objects.filter(action="investigation.close").count() == 1
     assert not AuditEntry.objects.filter(action="investigation.close_override").exists()
 

@@ -44,6 +44,7 @@ from teams.models import Membership, Role, Team
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 (fixtures)
 from tests.support.hostile import _Handler, hostile_server
 from tests.support.samples import CHROME_TRACES, MEMORY_SNAPSHOTS
+from tests.support.verification import verification_as
 from tests.trust.conftest import need_samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -188,12 +189,12 @@ class World:
             user=self.commander,
             note=f"t-fixnote {ALL}",
         )
-        actions.close_investigation(
-            investigation=investigation,
-            user=self.commander,
-            verification_state="failing",
-            override=f"t-override {ALL}",
-        )
+        with verification_as("failing"):  # the override is shown only without a pass
+            actions.close_investigation(
+                investigation=investigation,
+                user=self.commander,
+                override=f"t-override {ALL}",
+            )
 
     def postmortem(self, investigation: Investigation) -> Export:
         pm_actions.save_narrative(
