@@ -84,16 +84,31 @@ def mixed_step_ceiling_ms(budget: Budget, chunk_tokens: int | None = None) -> fl
     return budget.decode_step_ms + chunk_cost_ms(budget, chunk_tokens)
 
 
-def max_num_seqs_for_occupancy(budget: Budget, avg_tokens: float, target: float = 0.8) -> int:
+def kv_budget_gib_for_capacity(budget: Budget, capacity_tokens: float) -> float:
+    """The KV budget per rank that makes ``kv_capacity_tokens`` equal an engine's reported
+    capacity, at the budget's own KV bytes per token (a property of the model that the
+    engine's metrics do not give: its ``kv_cache_memory_bytes`` is a request, not the
+    pool actually allocated)."""
+    if capacity_tokens <= 0:
+        raise ValueError("capacity_tokens must be positive")
+    return capacity_tokens * budget.kv_bytes_per_token / GIB
+
+
+def max_num_seqs_for_occupancy(
+    budget: Budget, avg_tokens: float, target: float = 0.8, *, capacity_tokens: float | None = None
+) -> int:
     """The largest max-num-seqs whose full batch stays strictly under ``target`` occupancy.
 
     ``avg_tokens`` should be the context a sequence reaches, not the prompt: sequences
     grow while they decode. (The playbook's incident picks 28 for 2,800-token
     sequences, which leaves more headroom than the 32 this bound allows.)
+    ``capacity_tokens``: the engine's own KV capacity where it reports one, else the
+    budget's.
     """
     if avg_tokens <= 0 or not 0 < target <= 1:
         raise ValueError("avg_tokens must be positive and target in (0, 1]")
-    allowed = target * kv_capacity_tokens(budget) / avg_tokens
+    capacity = kv_capacity_tokens(budget) if capacity_tokens is None else capacity_tokens
+    allowed = target * capacity / avg_tokens
     seqs = math.ceil(allowed) - 1 if allowed == int(allowed) else math.floor(allowed)
     return max(1, seqs)
 

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from deployments import actions
+from deployments import actions, proposals
 from deployments.access import get_deployment
 from deployments.forms import BUDGET_FIELDS, DeploymentForm, NewDeploymentForm
 from teams.access import teams_of
@@ -34,6 +34,8 @@ def create_deployment(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def edit_deployment(request: HttpRequest, deployment_id) -> HttpResponse:
     deployment = get_deployment(request.user, deployment_id, Role.COMMANDER)
+    if request.method == "GET" and request.GET.get("fill") == "engine":
+        return _fill_from_engine(request, deployment)
     form = DeploymentForm(request.POST or None, instance=deployment)
     if request.method == "POST":
         if form.is_valid():
@@ -44,7 +46,27 @@ def edit_deployment(request: HttpRequest, deployment_id) -> HttpResponse:
     return _render(request, form, deployment)
 
 
-def _render(request, form, deployment, status: int = 200) -> HttpResponse:
+def _fill_from_engine(request: HttpRequest, deployment) -> HttpResponse:
+    """The edit form with the engine's report filled in, and what changed beside it: the
+    commander accepts by saving (an audited edit, like any other); nothing is saved here."""
+    report = proposals.reported(deployment.pk)
+    proposed = proposals.propose(deployment, report)
+    form = DeploymentForm(instance=deployment, initial={p.field: p.value for p in proposed})
+    labels = {f.name: f.label for f in form}
+    return _render(
+        request,
+        form,
+        deployment,
+        filled={
+            "proposals": [(labels.get(p.field, p.field), p) for p in proposed],
+            "notes": proposals.notes(report),
+        },
+    )
+
+
+def _render(
+    request, form, deployment, status: int = 200, filled: dict | None = None
+) -> HttpResponse:
     return render(
         request,
         "deployments/form.html",
@@ -53,6 +75,7 @@ def _render(request, form, deployment, status: int = 200) -> HttpResponse:
             "deployment": deployment,
             "identity_fields": [f for f in form if f.name not in BUDGET_FIELDS],
             "budget_fields": [f for f in form if f.name in BUDGET_FIELDS],
+            "filled": filled,
         },
         status=status,
     )

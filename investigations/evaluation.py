@@ -433,9 +433,76 @@ def _engine_value(observations: Observations, signal: str, now: float, window: i
     return reduce(Measure(signal, "engine", "mean", window), observations, now)
 
 
+# Where an engine reports its own KV layout (vLLM's ``cache_config_info``, SGLang's
+# ``max_total_num_tokens`` gauge or its /server_info token capacity), most direct first,
+# and how far back a report still stands for the running engine.
+CAPACITY_SIGNALS = (("engine", "kv_capacity_tokens"), ("sglang_info", "sglang_token_capacity"))
+CAPACITY_WINDOW_S = 300
+FROM_ENGINE = "from the engine"
+FROM_BUDGET = "from the budget constants"
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """The KV capacity evaluation divides by, and the block size requests are held in."""
+
+    tokens: float
+    block_size: float | None
+    from_engine: bool
+
+    @property
+    def source(self) -> str:
+        return FROM_ENGINE if self.from_engine else FROM_BUDGET
+
+
+def _latest_each(
+    observations: Observations, source: str, signal: str, now: float, window: float
+) -> list[float]:
+    """The latest positive value of each series (each engine, each rank) in the window."""
+    start = now - window
+    latest = []
+    for _, points in observations.get((source, signal), ()):
+        inside = [v for t, v in points if start < t <= now and math.isfinite(v) and v > 0]
+        if inside:
+            latest.append(inside[-1])
+    return latest
+
+
+def kv_capacity(budget: b.Budget, observations: Observations, now: float) -> KvCapacity:
+    """The engine's own KV capacity where it reports one, else the budget's arithmetic.
+
+    The engine knows what it allocated (after profiling, overrides, the CPU backend's
+    fixed space); the budget's "KV GiB / bytes per token" is what someone wrote down. Of
+    several engines the smallest capacity is taken: KV usage is read as the fullest
+    engine's, and a smaller pool fills first. The block size (vLLM's ``block_size``) is
+    the granularity requests hold KV in; unknown (SGLang, older vLLM) means per token.
+    """
+    block_sizes = _latest_each(observations, "engine", "kv_block_size", now, CAPACITY_WINDOW_S)
+    block = max(block_sizes) if block_sizes else None
+    for source, signal in CAPACITY_SIGNALS:
+        reported = _latest_each(observations, source, signal, now, CAPACITY_WINDOW_S)
+        if reported:
+            return KvCapacity(min(reported), block, True)
+    return KvCapacity(float(b.kv_capacity_tokens(budget)), block, False)
+
+
+def held_tokens(tokens: float, block_size: float | None) -> float:
+    """KV tokens a request of ``tokens`` holds: whole blocks, ceil(tokens / block size).
+
+    On an average request this is a floor on the rounding (a spread of lengths wastes
+    about half a block each), which keeps an "unexplained usage" check conservative."""
+    if not block_size or block_size <= 1:
+        return tokens
+    return math.ceil(tokens / block_size) * block_size
+
+
 def expected_values(budget: b.Budget, observations: Observations, now: float) -> dict:
-    """What the budget says measurements *should* be, given the traffic observed."""
-    capacity = b.kv_capacity_tokens(budget)
+    """What the budget says measurements *should* be, given the traffic observed.
+
+    The KV capacity is the engine's where it reports one (``kv_capacity``);
+    ``expected.kv_capacity_from_engine`` says which was used (1 engine, 0 budget)."""
+    kv = kv_capacity(budget, observations, now)
+    capacity = kv.tokens
     prompt_rate = _engine_value(observations, "prompt_tokens_rate", now)
     request_rate = _engine_value(observations, "e2e_count_rate", now)
     # vLLM V1 counts a request's prompt tokens when its first token comes out, as TTFT is
@@ -448,9 +515,10 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     avg_context = usage * capacity / running if usage is not None and running else None
     gen_rate = _engine_value(observations, "generation_tokens_rate", now)
     avg_output = gen_rate / request_rate if gen_rate is not None and request_rate else None
-    # What the running requests can hold: prompt plus, on average, half their output.
+    # What the running requests can hold: prompt plus, on average, half their output, in
+    # whole KV blocks where the engine says how big they are.
     kv_of_running = (
-        min(1.0, running * (avg_prompt + avg_output / 2) / capacity)
+        min(1.0, running * held_tokens(avg_prompt + avg_output / 2, kv.block_size) / capacity)
         if running is not None and avg_prompt and avg_output is not None
         else None
     )
@@ -467,6 +535,8 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     return {
         "expected.full_sm_clock_mhz": full_clock,
         "expected.kv_capacity_tokens": float(capacity),
+        "expected.kv_capacity_from_engine": 1.0 if kv.from_engine else 0.0,
+        "expected.kv_block_size": kv.block_size,
         "expected.step_ceiling_s": b.mixed_step_ceiling_ms(budget) / 1000,
         "expected.chunk_cost_s": b.chunk_cost_ms(budget) / 1000,
         "expected.avg_prompt_tokens": avg_prompt,
@@ -474,6 +544,11 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.kv_usage_of_running": kv_of_running,
         "expected.prefill_s": prefill_s,
     }
+
+
+def capacity_source(expected: Mapping[str, float | None]) -> str:
+    """Which KV capacity ``expected_values`` used, as the budget panel says it."""
+    return FROM_ENGINE if expected.get("expected.kv_capacity_from_engine") else FROM_BUDGET
 
 
 def _scope(budget: b.Budget, expected: Mapping, observed: Mapping, baseline: Mapping) -> dict:
@@ -486,10 +561,15 @@ def _scope(budget: b.Budget, expected: Mapping, observed: Mapping, baseline: Map
     return scope
 
 
-def playbook_functions(budget: b.Budget) -> dict:
+def playbook_functions(budget: b.Budget, capacity_tokens: float | None = None) -> dict:
+    """The budget's functions a playbook may call; ``capacity_tokens`` is the KV capacity
+    evaluation used (the engine's where it reported one), so a fix sized from the observed
+    context divides by the same pool the context was measured in."""
     return {
         **FUNCTIONS,
-        "seqs_for_occupancy": lambda avg, target: b.max_num_seqs_for_occupancy(budget, avg, target),
+        "seqs_for_occupancy": lambda avg, target: b.max_num_seqs_for_occupancy(
+            budget, avg, target, capacity_tokens=capacity_tokens
+        ),
         "chunk_for_ceiling": lambda ceiling_ms: b.max_chunk_for_itl(budget, ceiling_ms),
     }
 
@@ -677,7 +757,7 @@ def _likelihood(results: Sequence[CheckResult]) -> float:
 
 def plan_fix(fix: Fix, budget: b.Budget, scope: Mapping) -> FixPlan:
     """Compute the fix's parameters; a parameter that cannot be computed is named."""
-    functions = playbook_functions(budget)
+    functions = playbook_functions(budget, scope.get("expected.kv_capacity_tokens"))
     parameters: dict[str, float] = {}
     problems: list[str] = []
     for name, expression in fix.parameters.items():

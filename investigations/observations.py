@@ -48,6 +48,10 @@ EXPECTED_INPUTS = {
     # expected.full_sm_clock_mhz when the budget gives no SM clock (evaluation.py)
     "gpu_sm_clock_max_mhz": 300,
     "nvml_sm_clock_max_mhz": 300,
+    # expected.kv_capacity_tokens and the block size, where the engine reports them
+    "kv_capacity_tokens": 300,
+    "kv_block_size": 300,
+    "sglang_token_capacity": 300,
 }
 
 

@@ -17,7 +17,7 @@ from django.db.models import OuterRef, Subquery
 
 from deployments import budget as b
 from investigations import charts
-from investigations.evaluation import Evaluation, reduce
+from investigations.evaluation import FROM_ENGINE, Evaluation, capacity_source, reduce
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import Measure, Playbook
 from probes.models import Poll, TargetKind
@@ -31,7 +31,6 @@ BUDGET_SIGNALS = {
     "prefill_time_mean": 300,
     "itl_p99": 300,
     "requests_waiting": 300,
-    "sglang_token_capacity": 300,
 }
 # Out-of-range rules, the playbook's own where it has one: KV usage more than 0.15 over
 # what the running requests hold is unexplained (kv-block-leak stops eliminating there),
@@ -68,9 +67,9 @@ def budget_rows(
     """Observed beside expected for the numbers the budget arithmetic predicts."""
     rows = []
     capacity = b.kv_capacity_tokens(budget)
-    reported = reduce(
-        Measure("sglang_token_capacity", "sglang_info", "last", 300), observations, now
-    )
+    used = capacity_source(expected)
+    reported = expected.get("expected.kv_capacity_tokens") if used == FROM_ENGINE else None
+    block = expected.get("expected.kv_block_size")
     rows.append(
         BudgetRow(
             "KV capacity per rank",
@@ -79,8 +78,10 @@ def budget_rows(
             "—" if reported is None else f"{reported:,.0f} tokens",
             f"{capacity:,} tokens",
             reported is not None and abs(reported - capacity) > CAPACITY_TOLERANCE * capacity,
-            "KV budget per rank / KV bytes per token; observed where the engine reports "
-            "its token capacity (SGLang /server_info)",
+            f"evaluation uses the capacity {used}"
+            + (f" ({block:g}-token blocks)" if block else "")
+            + "; expected: KV budget per rank / KV bytes per token; observed where the "
+            "engine reports its KV capacity (vLLM cache_config_info, SGLang token capacity)",
         )
     )
     usage = _engine("kv_cache_usage", "last", observations, now)
@@ -97,8 +98,9 @@ def budget_rows(
             + (" %" if usage is not None else ""),
             _text(None if held is None else held * 100, ".1f") + (" %" if held is not None else ""),
             flag,
-            "expected: the running batch x (average prompt + half the average output) / "
-            f"capacity; flagged at {KV_FULL:.0%} or {KV_UNEXPLAINED:.0%} over what it holds",
+            "expected: the running batch x (average prompt + half the average output, in "
+            f"whole KV blocks) / capacity; flagged at {KV_FULL:.0%} or {KV_UNEXPLAINED:.0%} "
+            "over what it holds",
         )
     )
     prompt = expected.get("expected.avg_prompt_tokens")

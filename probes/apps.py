@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class ProbesConfig(AppConfig):
     name = "probes"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from deployments import proposals
+        from probes import reported
+
+        proposals.register_reader(reported.engine_report)

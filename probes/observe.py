@@ -56,6 +56,8 @@ def engine_snapshot(signals: engine.EngineSignals) -> dict:
             if h.buckets
         },
         "problems": list(signals.problems)[:20],
+        # The served model(s), as the labels say (the budget's "fill from the engine").
+        "models": [name[:200] for name in signals.model_names[:8]],
     }
 
 
@@ -431,7 +433,13 @@ def observe_sglang_info(body: bytes) -> Observed:
     cap = info.effective_max_running_requests
     if cap is not None:
         out.append(("sglang_max_running_requests", "", float(cap)))
-    snapshot = {"args": dict(list(args.items())[:200]), "ranks": len(info.ranks)}
+    snapshot: dict = {"args": dict(list(args.items())[:200]), "ranks": len(info.ranks)}
+    # What "fill from the engine" proposes: the enforced cap and the smallest rank's pool.
+    if cap is not None:
+        snapshot["effective_max_running_requests"] = cap
+    capacities = [r.token_capacity for r in info.ranks if r.token_capacity]
+    if capacities:
+        snapshot["token_capacity"] = min(capacities)
     return Observed(snapshot, tuple(out))
 
 
