@@ -102,16 +102,6 @@ def _artifact(engine, kind: str) -> tuple[bytes, str]:
     return profiling.gc_log(engine).encode(), ".log"
 
 
-def _causes(result) -> dict:
-    found, stack = {}, list(result.nodes)
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.is_cause:
-            found[node.key] = node
-    return found
-
-
 def _checks(node) -> list[dict]:
     return [
         {
@@ -192,7 +182,7 @@ def run_draw(scenario: str, seed: int, poll_s: float, cycles: int) -> dict:
             now = epoch + sim.now()
             diagnosis.cycle(now=now)
             result = diagnosis.evaluate(now=now)
-            nodes = _causes(result)
+            nodes = result.causes()
             top = result.ranking[0] if result.ranking else None
             record["cycles"].append(top)
             for key in relevant:

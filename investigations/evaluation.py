@@ -180,6 +180,17 @@ class Evaluation:
             stack.extend(node.children)
         raise KeyError(key)
 
+    def causes(self) -> dict[str, NodeResult]:
+        """Every cause in the tree by key: what scoring against a ground truth reads."""
+        found: dict[str, NodeResult] = {}
+        stack = list(self.nodes)
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            if node.is_cause:
+                found[node.key] = node
+        return found
+
     def leading_path(self) -> tuple[str, ...]:
         """The keys from a root down to the most likely cause (what the page expands)."""
         if not self.ranking:

@@ -127,10 +127,4 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
 
 
 def causes(result: Evaluation) -> dict[str, NodeResult]:
-    found, stack = {}, list(result.nodes)
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.is_cause:
-            found[node.key] = node
-    return found
+    return result.causes()
