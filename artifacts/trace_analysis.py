@@ -107,37 +107,42 @@ def merge_intervals(order: Iterable[int], ts: array, dur: array) -> tuple[array,
 
 
 def _total(merged: tuple[array, array]) -> float:
-    return math.fsum(merged[1]) - math.fsum(merged[0])
+    """Summed length of the union, exact for epoch timestamps.
+
+    Lengths are taken per interval and then summed: ``end - start`` of two doubles of the
+    same magnitude is exact (Sterbenz), whereas ``fsum(ends) - fsum(starts)`` rounds each
+    ~4e19 sum to a multiple of 4,096 us on real epoch-microsecond traces."""
+    return math.fsum(e - s for s, e in zip(merged[0], merged[1], strict=True))
 
 
 def intersection_length(a: tuple[array, array], b: tuple[array, array]) -> float:
     """Length of the overlap of two unions of disjoint sorted intervals."""
     (as_, ae), (bs, be) = a, b
     i = j = 0
-    total = 0.0
+    parts: list[float] = []
     while i < len(as_) and j < len(bs):
         lo = max(as_[i], bs[j])
         hi = min(ae[i], be[j])
         if hi > lo:
-            total += hi - lo
+            parts.append(hi - lo)
         if ae[i] < be[j]:
             i += 1
         else:
             j += 1
-    return total
+    return math.fsum(parts)
 
 
 def busy_within(merged: tuple[array, array], lo: float, hi: float) -> float:
     """How much of [lo, hi) the union ``merged`` covers."""
     starts, ends = merged
     k = max(0, bisect.bisect_right(starts, lo) - 1)
-    total = 0.0
+    parts: list[float] = []
     while k < len(starts) and starts[k] < hi:
         s, e = max(starts[k], lo), min(ends[k], hi)
         if e > s:
-            total += e - s
+            parts.append(e - s)
         k += 1
-    return total
+    return math.fsum(parts)
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
