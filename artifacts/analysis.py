@@ -7,6 +7,7 @@ an artifact analysed in a terminal reads exactly as it would in the console.
 from __future__ import annotations
 
 import math
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,11 @@ ANALYSERS: dict[str, Callable[[Path, Limits, Deadline, Latencies | None], dict]]
 
 
 def detect_kind(path: Path) -> str:
-    with path.open("rb") as fh:
-        head = fh.read(SNIFF_BYTES)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError as exc:
+        raise ArtifactRejected(f"cannot read the file: {exc.strerror}") from None
     if not head:
         raise ArtifactRejected("file is empty")
     kind = kinds.sniff(head)
@@ -99,9 +103,12 @@ def analyse_file(
             f"unknown artifact kind {kind!r} (expected {', '.join(kinds.KINDS)})"
         )
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError as exc:
         raise ArtifactRejected(f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ArtifactRejected("not a regular file (a directory, a FIFO or a device)")
+    size = st.st_size
     if size > limits.max_file_bytes:
         raise ArtifactRejected(f"file is larger than the {limits.max_file_bytes >> 20} MiB limit")
     kind = kind or detect_kind(path)

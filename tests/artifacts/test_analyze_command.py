@@ -102,3 +102,32 @@ def test_no_database_is_touched(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "memory-snapshot" in result.stdout
+
+
+def test_the_human_output_reads_in_units_and_json_keeps_raw_numbers():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    snapshot = str(MEMORY_SNAPSHOTS / "mlsys_profile_grad.pkl")
+    human, raw = StringIO(), StringIO()
+    call_command("analyze_artifact", snapshot, stdout=human)
+    call_command("analyze_artifact", snapshot, "--json", stdout=raw)
+    rows = dict(line.split(None, 1) for line in human.getvalue().splitlines()[1:] if "  " in line)
+    assert rows["artifact_reserved_bytes"].strip() == "4.13 GiB"  # 4,439,670,784 bytes
+    assert "e+" not in human.getvalue()
+    assert json.loads(raw.getvalue())["signals"]["artifact_reserved_bytes"] == 4_439_670_784
+
+
+@pytest.mark.parametrize("make", ["directory", "fifo"])
+def test_a_path_that_is_not_a_regular_file_is_rejected_without_blocking(tmp_path, make):
+    import os
+
+    path = tmp_path / "artifact"
+    if make == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)  # opening it for reading would wait for a writer forever
+    result = _run(str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "rejected: not a regular file (a directory, a FIFO or a device)"

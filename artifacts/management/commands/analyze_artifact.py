@@ -12,6 +12,7 @@ from artifacts import kinds
 from artifacts.analysis import analyse_file
 from artifacts.bounded import Limits
 from artifacts.errors import ArtifactRejected
+from artifacts.units import signal_text
 
 
 class Command(BaseCommand):
@@ -43,5 +44,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{analysis['kind']}: {path}")
         for finding in analysis.get("findings", []):
             self.stdout.write(f"  finding {finding.get('key')}: {finding.get('title')}")
-        for name, value in sorted(analysis["signals"].items()):
-            self.stdout.write(f"  {name} = {value:.6g}")
+        signals = sorted(analysis["signals"].items())
+        width = max((len(name) for name, _ in signals), default=0)
+        for name, value in signals:
+            self.stdout.write(f"  {name:<{width}}  {signal_text(name, value)}")
