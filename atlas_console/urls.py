@@ -33,3 +33,5 @@ urlpatterns = [
 
 handler403 = "atlas_console.errors.forbidden"
 handler404 = "atlas_console.errors.not_found"
+handler400 = "atlas_console.errors.bad_request"
+handler500 = "atlas_console.errors.server_error"
