@@ -3,6 +3,7 @@
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template import loader
 
 API_PREFIX = "/api/"
 
@@ -37,11 +38,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """No template context here: the failure may be in the context processors themselves."""
     if _is_api(request):
         return JsonResponse({"error": "internal error; the server log has the details"}, status=500)
-    return HttpResponse(
-        "<!doctype html><title>Server error</title><h1>Server error</h1>"
-        "<p>Something failed on our side; the server log has the details.</p>",
-        status=500,
-    )
+    return HttpResponse(loader.get_template("500.html").render(), status=500)
 
 
 class ApiErrorsAsJson:

@@ -136,19 +136,24 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "atlas_console.staticfinders.PlotlyFinder",
 ]
+# Hashed, pre-compressed static files (brotli and gzip, cached for a year) need a
+# `collectstatic` first: production always; `./atlas demo` runs it and turns this on, so
+# the 4.8 MB plotly.js crosses the wire once, compressed. Tests serve from the finders.
+STATIC_MANIFEST = env.env_bool(ENVIRON, "ATLAS_STATIC_MANIFEST", default=PRODUCTION)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "whitenoise.storage.CompressedManifestStaticFilesStorage"
-            if PRODUCTION
+            if STATIC_MANIFEST
             else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
     },
 }
-# Outside production the demo serves static files straight from the finders,
-# so no collectstatic step is needed to click around.
-WHITENOISE_USE_FINDERS = not PRODUCTION
+WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
+# Only the hashed copies are kept (and compressed): half the collectstatic time, and a
+# template that hard-codes /static/... fails loudly instead of serving a stale file.
+WHITENOISE_KEEP_ONLY_HASHED_FILES = STATIC_MANIFEST
 MEDIA_ROOT = DATA_DIR / "media"
 
 # --- Security -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ def test_demo_fails_loudly_when_the_web_server_never_answers(tmp_path: Path) -> 
         "ATLAS_PORT": str(web_port),
         "ATLAS_SIM_PORT": str(free_port()),
         "ATLAS_DRILL_SIM_PORT": str(free_port()),
+        "ATLAS_STATIC_MANIFEST": "0",  # no 30 CPU-s compression for a test of start-up
     }
     env.pop("DATABASE_URL", None)
     proc = subprocess.Popen(

@@ -52,7 +52,7 @@ def test_api_errors_of_every_status_are_json(handler, status: int) -> None:
 def test_a_server_error_page_needs_no_template_context() -> None:
     response = errors.server_error(RequestFactory().get("/deployments/"))
     assert response.status_code == 500
-    assert b"server log" in response.content
+    assert b"server log" in response.content and b"atlas.css" in response.content
 
 
 @pytest.mark.django_db
