@@ -56,19 +56,24 @@ from probes.parsing.exposition import (
     Sample,
     parse_exposition,
 )
+from probes.parsing.sglang_info import budget_values as sglang_budget_values
 
 __all__ = [
     "FLAVOURS",
+    "KNOWN_ENGINES",
     "CounterSignal",
     "EngineScrapeUnusable",
     "EngineSignals",
     "Flavour",
     "GaugeSignal",
     "HistogramSignal",
+    "InfoEndpoint",
     "Wire",
     "base_name",
     "detect_flavour",
+    "engine_name",
     "engine_signals",
+    "flavour_of",
     "require_usable",
     "unmapped_families",
 ]
@@ -115,13 +120,32 @@ class GaugeSpec:
     fraction: bool = False  # a 0-1 value some versions print as a percentage
 
 
+@dataclass(frozen=True, slots=True)
+class InfoEndpoint:
+    """An engine's own configuration endpoint beside /metrics (SGLang ``/server_info``).
+
+    ``target_kind`` is the probe kind that polls it (a ``probes.models.TargetKind`` value,
+    named by string so this module stays Django-free); ``budget`` turns the snapshot that
+    probe stored into plain budget values (``probes.reported`` merges them), so budget
+    discovery is looked up per flavour rather than switched on an engine name.
+    """
+
+    target_kind: str
+    budget: Callable[[Mapping[str, Any]], dict[str, float | str]]
+
+
 @dataclass(frozen=True)
 class Flavour:
-    """One engine flavour: how to recognise it, and its wire names per canonical key."""
+    """One engine flavour: how to recognise it, and its wire names per canonical key.
+
+    Everything the product knows about an engine's /metrics is here, so a new engine is
+    one entry in :data:`FLAVOURS` (plus its ignored names and, if it has one, its info
+    endpoint's parser) and callers look it up instead of branching on its name.
+    """
 
     key: str
     engine: str  # what the user reads in an error: "vLLM", "SGLang"
-    prefixes: tuple[str, ...]
+    prefixes: tuple[str, ...]  # the first is canonical; the others are folded into it
     detect: Callable[[Exposition], bool]
     gauges: Mapping[str, GaugeSpec]
     counters: Mapping[str, tuple[Wire, ...]]
@@ -129,6 +153,7 @@ class Flavour:
     ignored: frozenset[str] = field(default_factory=frozenset)
     # cache_config_info-style families whose labels carry numbers: family -> {label: key}
     info: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    info_endpoint: InfoEndpoint | None = None
 
 
 # --- vLLM (V0 0.4-0.10, V1 0.7-0.33: one name table; detection tells the two apart) ------
@@ -316,11 +341,33 @@ FLAVOURS: tuple[Flavour, ...] = (
         counters=MappingProxyType(_SGLANG_COUNTERS),
         histograms=MappingProxyType(_SGLANG_HISTOGRAMS),
         ignored=SGLANG_IGNORED,
+        info_endpoint=InfoEndpoint("sglang_info", sglang_budget_values),
     ),
     Flavour(key=VLLM_V1, detect=_detect_vllm_v1, **_VLLM_TABLES),
     Flavour(key=VLLM_V0, detect=_detect_vllm, **_VLLM_TABLES),
 )
 _BY_KEY = {f.key: f for f in FLAVOURS}
+# "vLLM or SGLang": the engines a user can point an engine target at, for messages
+# (read from the table's end: the broadest detectors sit last, the special ones first).
+_ENGINE_NAMES = tuple(dict.fromkeys(f.engine for f in reversed(FLAVOURS)))
+KNOWN_ENGINES = (
+    " or ".join(_ENGINE_NAMES)
+    if len(_ENGINE_NAMES) < 3
+    else ", ".join(_ENGINE_NAMES[:-1]) + " or " + _ENGINE_NAMES[-1]
+)
+# Alternate spellings of a flavour's prefix (``sglang_`` as gateways re-export it).
+_RENAMED_PREFIXES = tuple((alt, f.prefixes[0]) for f in FLAVOURS for alt in f.prefixes[1:])
+
+
+def flavour_of(key: str) -> Flavour | None:
+    """The table entry of a detected flavour key (``None`` for ``unknown``)."""
+    return _BY_KEY.get(key)
+
+
+def engine_name(key: str) -> str | None:
+    """``"vllm-v1"`` -> ``"vLLM"``: what a user reads for a stored flavour key."""
+    found = _BY_KEY.get(key)
+    return found.engine if found is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,8 +431,10 @@ def base_name(name: str) -> str:
     The family a wire name belongs to, whatever sample suffix or counter ``_total`` it
     carries, so known names compare equal across spellings and excerpts cut mid-family.
     """
-    if name.startswith("sglang_"):
-        name = "sglang:" + name[len("sglang_") :]
+    for alt, canonical in _RENAMED_PREFIXES:
+        if name.startswith(alt):
+            name = canonical + name[len(alt) :]
+            break
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -590,18 +639,18 @@ def require_usable(exp: Exposition, signals: EngineSignals) -> None:
     if not signals.empty:
         return
     if not exp.families:
-        raise EngineScrapeUnusable("no vLLM or SGLang series in the answer: the body is empty")
+        raise EngineScrapeUnusable(f"no {KNOWN_ENGINES} series in the answer: the body is empty")
     if not any(f.samples for f in exp.families.values()):
         raise EngineScrapeUnusable(
-            f"no vLLM or SGLang series in the answer: {len(exp.families)} families declared "
+            f"no {KNOWN_ENGINES} series in the answer: {len(exp.families)} families declared "
             "(HELP/TYPE) without samples (stat logging off or not attached to this server?)"
         )
-    flavour = _BY_KEY.get(signals.flavour)
-    if flavour is None:
-        raise EngineScrapeUnusable("no vLLM or SGLang series in the answer")
+    found = _BY_KEY.get(signals.flavour)
+    if found is None:
+        raise EngineScrapeUnusable(f"no {KNOWN_ENGINES} series in the answer")
     detail = "; ".join(signals.problems[:3])
     raise EngineScrapeUnusable(
-        f"{flavour.engine} series in the answer, but none that Atlas reads"
+        f"{found.engine} series in the answer, but none that Atlas reads"
         + (f" ({detail})" if detail else " (partial histograms or only unmapped families)")
     )
 
@@ -619,7 +668,7 @@ _ALL_PREFIXES = tuple(p for f in FLAVOURS for p in f.prefixes)
 
 
 def unmapped_families(scrape: Exposition | bytes | str) -> set[str]:
-    """Engine families (``vllm:``, ``sglang:``, ``sglang_``) that the flavour table neither
+    """Engine families (any flavour's prefix: ``vllm:``, ``sglang:``, ...) that the table neither
     maps to a signal nor lists as known-and-ignored, by :func:`base_name`.
 
     Run it on a live scrape of a new engine release: anything it returns is a family
