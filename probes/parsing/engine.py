@@ -15,6 +15,7 @@ Flavours:
                families), or a ``_created`` series (V0 disabled them). V1 0.7-0.8 has no
                ``engine`` label and is still V1.
   ``vllm-v0``  ``vllm:`` names without any V1 marker.
+  ``trtllm``   ``trtllm_`` (or ``trtllm:``) names: TensorRT-LLM as NVIDIA Dynamo exports it.
   ``unknown``  anything else (a dcgm-exporter scrape, a proxy's own metrics).
 
 Canonical keys: gauges (``GaugeSignal``, ``value`` aggregated, ``per_rank`` kept for
@@ -81,6 +82,7 @@ __all__ = [
 VLLM_V1 = "vllm-v1"
 VLLM_V0 = "vllm-v0"
 SGLANG = "sglang"
+TRTLLM = "trtllm"
 UNKNOWN = "unknown"
 
 REPLICA_LABELS = ("engine", "dp_rank")
@@ -293,6 +295,36 @@ _SGLANG_HISTOGRAMS = {
 }
 
 
+# --- TensorRT-LLM (trtllm-serve 1.1, as NVIDIA Dynamo re-exports it) ---------------------
+# Names from reference/engine-metrics-2026.md "Other engines" (ai-dynamo/aiperf, NVIDIA
+# docs) and TensorRT-LLM's own MetricsCollector (tensorrt_llm/metrics/collector.py:
+# request_success_total{finished_reason}, e2e_request_latency_seconds,
+# time_to_first_token_seconds, time_per_output_token_seconds, request_queue_time_seconds;
+# labels model_name, engine_type). TensorRT-LLM adds no prefix itself; Dynamo's
+# register_engine_metrics_callback adds "trtllm_" (ai-dynamo/dynamo
+# docs/backends/trtllm/prometheus.md; earlier docs spell it "trtllm:"). No log format or
+# KV-capacity family is sourced yet, so this flavour reads /metrics only.
+_TRTLLM_GAUGES = {
+    "kv_cache_usage": GaugeSpec("max", _ws("trtllm_kv_cache_utilization"), fraction=True),
+    "requests_running": GaugeSpec("sum", _ws("trtllm_num_requests_running")),
+    "requests_waiting": GaugeSpec("sum", _ws("trtllm_num_requests_waiting")),
+    "cache_hit_rate": GaugeSpec("max", _ws("trtllm_kv_cache_hit_rate"), fraction=True),
+}
+_TRTLLM_COUNTERS = {
+    "requests_finished_total": _ws("trtllm_request_success_total"),
+}
+_TRTLLM_HISTOGRAMS = {
+    "ttft": _ws("trtllm_time_to_first_token_seconds"),
+    "itl": _ws("trtllm_time_per_output_token_seconds"),
+    "e2e": _ws("trtllm_e2e_request_latency_seconds"),
+    "queue_time": _ws("trtllm_request_queue_time_seconds"),
+}
+
+
+def _detect_trtllm(exp: Exposition) -> bool:
+    return any(name.startswith(("trtllm_", "trtllm:")) for name in exp.families)
+
+
 def _has_family(exp: Exposition, names: frozenset[str]) -> bool:
     return any(name in exp.families for name in names)
 
@@ -332,6 +364,15 @@ _VLLM_TABLES: dict[str, Any] = {
 }
 # Checked in order: the first flavour whose detector accepts the scrape is it.
 FLAVOURS: tuple[Flavour, ...] = (
+    Flavour(
+        key=TRTLLM,
+        engine="TensorRT-LLM",
+        prefixes=("trtllm_", "trtllm:"),
+        detect=_detect_trtllm,
+        gauges=MappingProxyType(_TRTLLM_GAUGES),
+        counters=MappingProxyType(_TRTLLM_COUNTERS),
+        histograms=MappingProxyType(_TRTLLM_HISTOGRAMS),
+    ),
     Flavour(
         key=SGLANG,
         engine="SGLang",
