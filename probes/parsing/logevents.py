@@ -263,16 +263,31 @@ def _batch(msg: str) -> dict[str, float | str | bool] | None:
     return values
 
 
-Found = list[tuple[str, dict[str, float | str | bool]]]
+Values = dict[str, float | str | bool]
+Found = list[tuple[str, Values]]
+
+
+def _chunked(found: re.Match[str], msg: str) -> Found:
+    return [("chunked_prefill", {"max_num_batched_tokens": _num(found[1])})]
+
+
+def _kv_memory(found: re.Match[str], msg: str) -> Found:
+    return [("kv_cache_memory", {"gib": float(found[1])})]
+
+
+def _concurrency(found: re.Match[str], msg: str) -> Found:
+    return [("max_concurrency", {"tokens_per_request": _num(found[1]), "factor": float(found[2])})]
 
 
 def _kv_tokens(found: re.Match[str], msg: str) -> Found:
     out: Found = [("kv_cache_tokens", {"tokens": _num(found[1])})]
     if (conc := _CONCURRENCY.search(msg)) is not None:  # 0.33 merges both lines
-        out.append(
-            ("max_concurrency", {"tokens_per_request": _num(conc[1]), "factor": float(conc[2])})
-        )
+        out += _concurrency(conc, msg)
     return out
+
+
+def _model_loading(found: re.Match[str], msg: str) -> Found:
+    return [("model_loading", {"gib": float(found[1])})]
 
 
 _SGLANG_BUDGET_NAMES = (
@@ -281,21 +296,53 @@ _SGLANG_BUDGET_NAMES = (
 )  # fmt: skip
 
 
+def _sglang_budget(found: re.Match[str], msg: str) -> Found:
+    pairs = zip(_SGLANG_BUDGET_NAMES, found.groups(), strict=True)
+    return [("sglang_budget", {n: float(v) for n, v in pairs if v})]
+
+
+def _preempted(found: re.Match[str], msg: str) -> Found:
+    values: Values = {"mode": found["mode"]}
+    if found["total"]:
+        values["cumulative"] = float(found["total"])
+    return [("preemption", values)]
+
+
+def _retracted(found: re.Match[str], msg: str) -> Found:
+    values: Values = {"retracted_reqs": float(found[1])}
+    if found[3]:
+        values |= {"new_token_ratio_before": float(found[3])}
+        values |= {"new_token_ratio_after": float(found[4])}
+    return [("kv_retraction", values)]
+
+
+@dataclass(frozen=True, slots=True)
+class LineRule:
+    """One wording of one engine: its pattern and the events a match becomes."""
+
+    pattern: re.Pattern[str]
+    events: Callable[[re.Match[str], str], Found]
+    claims_flavour: bool = False  # only this engine writes it: the log is in its format
+
+
 @dataclass(frozen=True, slots=True)
 class LogFlavour:
-    """One engine's log format: the startup lines that tell its budget and the periodic
-    step (stats / batch) line, and what that line proves about the stream.
+    """One engine's log format: the start-up lines that tell its budget, the lines that
+    report a preemption, the periodic step (stats / batch) line, and what that line proves
+    about the stream.
 
     ``key`` is what :attr:`FollowerState.flavour` records once a line of this format was
     read (and what :mod:`probes.parsing.logprefix` calls the engine's head). A new engine
     is one entry in :data:`LOG_FLAVOURS` with its patterns; the reducer looks them up.
+    Each group of rules is tried across all flavours at its place in the reducer, in
+    table order, and the first match wins.
     """
 
     key: str
-    # (pattern, events from its match and the message), tried in order, first match wins
-    budget_lines: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], Found]], ...]
+    budget_lines: tuple[LineRule, ...]
+    preemption_lines: tuple[LineRule, ...]
     step_event: str  # the event kind of its step line
-    parse_step: Callable[[str], dict[str, float | str | bool] | None]
+    parse_step: Callable[[str], Values | None]
     starts_step: Callable[[str], bool]  # a record that may be a (wrapped) step line
     # The stream shows every preemption (a zero count in it is evidence of none).
     shows_every_preemption: Callable[[FollowerState], bool]
@@ -346,26 +393,29 @@ def _oom_event(
     return replace(state, failure=sign, failure_line=line_no, failure_at=at)
 
 
+def _vllm_step_starts(msg: str) -> bool:
+    return _STATS_HEAD.match(msg) is not None or msg.startswith("Avg prompt throughput:")
+
+
+def _sglang_step_starts(msg: str) -> bool:
+    return _BATCH.match(msg) is not None
+
+
 LOG_FLAVOURS: tuple[LogFlavour, ...] = (
     LogFlavour(
         key="vllm",
         budget_lines=(
-            (_CHUNKED, lambda m, _: [("chunked_prefill", {"max_num_batched_tokens": _num(m[1])})]),
-            (_KV_MEMORY, lambda m, _: [("kv_cache_memory", {"gib": float(m[1])})]),
-            (_KV_TOKENS, _kv_tokens),
-            (
-                _CONCURRENCY,
-                lambda m, _: [
-                    ("max_concurrency", {"tokens_per_request": _num(m[1]), "factor": float(m[2])})
-                ],
-            ),
-            (_MODEL_LOADING, lambda m, _: [("model_loading", {"gib": float(m[1])})]),
+            LineRule(_CHUNKED, _chunked),
+            LineRule(_KV_MEMORY, _kv_memory),
+            LineRule(_KV_TOKENS, _kv_tokens),
+            LineRule(_CONCURRENCY, _concurrency),
+            LineRule(_MODEL_LOADING, _model_loading),
         ),
+        # V0's warning (every 50th preemption); V1 logs none.
+        preemption_lines=(LineRule(_PREEMPTED, _preempted),),
         step_event="stats",
         parse_step=_stats,
-        starts_step=lambda msg: (
-            _STATS_HEAD.match(msg) is not None or msg.startswith("Avg prompt throughput:")
-        ),
+        starts_step=_vllm_step_starts,
         # V0 warns on every 50th preemption, V1 < 0.12 never; V1 >= 0.12 prints
         # "Preemptions: N" on a stats line when N > 0, so only a stream seen doing so.
         shows_every_preemption=lambda state: state.reports_preemptions,
@@ -373,24 +423,11 @@ LOG_FLAVOURS: tuple[LogFlavour, ...] = (
     ),
     LogFlavour(
         key="sglang",
-        budget_lines=(
-            (
-                _SGLANG_BUDGET,
-                lambda m, _: [
-                    (
-                        "sglang_budget",
-                        {
-                            n: float(v)
-                            for n, v in zip(_SGLANG_BUDGET_NAMES, m.groups(), strict=True)
-                            if v
-                        },
-                    )
-                ],
-            ),
-        ),
+        budget_lines=(LineRule(_SGLANG_BUDGET, _sglang_budget),),
+        preemption_lines=(LineRule(_RETRACT, _retracted, claims_flavour=True),),
         step_event="sglang_batch",
         parse_step=_batch,
-        starts_step=lambda msg: _BATCH.match(msg) is not None,
+        starts_step=_sglang_step_starts,
         shows_every_preemption=lambda state: state.flavour == "sglang",  # every retraction
     ),
 )
@@ -402,13 +439,39 @@ def _is_echo(msg: str) -> bool:
     return _ECHO.match(msg) is not None
 
 
-def _budget_line(msg: str) -> Found | None:
-    """A startup line that tells the engine's budget, in any flavour's wording."""
+def _first_rule(
+    msg: str, rules: Callable[[LogFlavour], tuple[LineRule, ...]]
+) -> tuple[LogFlavour, LineRule, Found] | None:
+    """The first flavour's rule (of one group) that matches, and its events."""
     for fl in LOG_FLAVOURS:
-        for pattern, events in fl.budget_lines:
-            if (found := pattern.search(msg)) is not None:
-                return events(found, msg)
+        for rule in rules(fl):
+            if (found := rule.pattern.search(msg)) is not None:
+                return fl, rule, rule.events(found, msg)
     return None
+
+
+def _by_rule(
+    msg: str,
+    state: FollowerState,
+    rules: Callable[[LogFlavour], tuple[LineRule, ...]],
+    record: Callable[..., None],
+) -> FollowerState | None:
+    """Record what the first matching rule of the group says; ``None`` when none matched."""
+    matched = _first_rule(msg, rules)
+    if matched is None:
+        return None
+    fl, rule, events = matched
+    for kind, values in events:
+        record(kind, values)
+    return replace(state, flavour=fl.key) if rule.claims_flavour else state
+
+
+def _budget_rules(fl: LogFlavour) -> tuple[LineRule, ...]:
+    return fl.budget_lines
+
+
+def _preemption_rules(fl: LogFlavour) -> tuple[LineRule, ...]:
+    return fl.preemption_lines
 
 
 def _step_line(msg: str, state: FollowerState, record: Callable[..., None]) -> FollowerState:
@@ -490,21 +553,10 @@ def _parse_head(
                 values |= {"bs": float(found["bs"]), "avail_mem_gb": float(found[4])}
             record("cuda_graph_capture_started", values)
             state = replace(state, capturing=True)
-    elif (budget := _budget_line(msg)) is not None:
-        for kind, values in budget:
-            record(kind, values)
-    elif (found := _PREEMPTED.search(msg)) is not None:
-        values = {"mode": found["mode"]}
-        if found["total"]:
-            values["cumulative"] = float(found["total"])
-        record("preemption", values)
-    elif (found := _RETRACT.search(msg)) is not None:
-        values = {"retracted_reqs": float(found[1])}
-        if found[3]:
-            values |= {"new_token_ratio_before": float(found[3])}
-            values |= {"new_token_ratio_after": float(found[4])}
-        record("kv_retraction", values)
-        state = replace(state, flavour="sglang")
+    elif (ruled := _by_rule(msg, state, _budget_rules, record)) is not None or (
+        ruled := _by_rule(msg, state, _preemption_rules, record)
+    ) is not None:
+        state = ruled
     elif (found := _OOM.search(msg)) is not None:
         state = _oom_event(state, head, line_no, msg, found, record)
     elif (found := _DIED.search(msg)) is not None:

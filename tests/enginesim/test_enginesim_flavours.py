@@ -7,7 +7,7 @@ import pytest
 
 from enginesim import flavours
 from enginesim.deployment import Deployment, SimClock
-from probes.parsing.engine import detect_flavour, engine_name, engine_signals
+from probes.parsing.engine import detect_flavour, engine_name, engine_signals, flavour_of
 from probes.parsing.exposition import parse_exposition
 
 
@@ -33,6 +33,9 @@ def test_each_flavour_renders_what_the_product_detects(name):
     assert engine_name(name) is not None
     assert {"ttft", "itl", "e2e", "queue_time"} <= set(flavour.buckets)
     assert "ttft" in signals.histograms and "requests_running" in signals.gauges
-    # The extra endpoint exists exactly where the engine serves one.
-    assert (flavour.server_info is not None) == (name == "sglang")
+    # The simulator serves a configuration endpoint exactly where the product's table
+    # expects one (SGLang's /server_info): budget discovery is tested against it.
+    product = flavour_of(name)
+    assert product is not None
+    assert (flavour.server_info is not None) == (product.info_endpoint is not None)
     assert rep.engine.log.read(0)[0]  # its log style wrote a start-up
