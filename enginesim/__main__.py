@@ -8,7 +8,7 @@ import contextlib
 import signal
 import sys
 
-from enginesim import scenarios
+from enginesim import flavours, scenarios
 from enginesim.deployment import Deployment, SimClock
 from enginesim.server import SimServer
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-replica-ports", action="store_true", help="also one port per replica")
     p.add_argument("--replica-base-port", type=int, default=0, help="first per-replica port")
     p.add_argument("--router-port", type=int, default=None, help="serve router metrics here too")
-    p.add_argument("--format", default="vllm-v1", choices=("vllm-v1", "vllm-v0", "sglang"))
+    p.add_argument("--format", default="vllm-v1", choices=flavours.names())
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
     p.add_argument("--clock", default="realtime", choices=("realtime", "manual"))
     p.add_argument("--seed", type=int, default=0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from enginesim import scenarios
+from enginesim import flavours, scenarios
 from enginesim.config import DeploymentConstants, EngineConfig
 from enginesim.engine import Engine
 from enginesim.gpu import GpuGroup
@@ -76,8 +76,7 @@ class Deployment:
         log_file: str | None = None,
         epoch_unix: float = DEFAULT_EPOCH_UNIX,
     ) -> None:
-        if fmt not in ("vllm-v1", "vllm-v0", "sglang"):
-            raise ValueError("format must be vllm-v1, vllm-v0 or sglang")
+        self.flavour = flavours.get(fmt)  # ValueError naming the known formats
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         # A Scenario object is a scenario built elsewhere (enginesim.draws scales one to

@@ -13,6 +13,7 @@ import random
 from collections import deque
 from typing import Any
 
+from enginesim import flavours
 from enginesim.artifacts import loglines as L
 from enginesim.config import FIX_FIELDS, ConfigError, DeploymentConstants, EngineConfig, GiB
 from enginesim.gpu import TELEMETRY_WINDOW_S, CudaOOM, GpuGroup
@@ -68,6 +69,7 @@ class Engine:
         self.c = constants
         self.cfg = config
         self.fmt = fmt
+        self.flavour = flavours.get(fmt)
         self.epoch_unix = epoch_unix
         self.hostname = hostname or f"atlas-node-{replica:03d}"
         self.seed = seed
@@ -113,15 +115,7 @@ class Engine:
         self._emit(t, [L.LogMessage(level, fileinfo, lineno, msg, process=proc or None)])
 
     def _emit(self, t: float, messages: list[L.LogMessage]) -> None:
-        if self.fmt == "sglang":
-            ts = self._ts(t)
-            for msg in messages:
-                if msg.level is not None:
-                    self.log.write_line(L.sglang_line(ts, msg.message))
-            return
-        for line in L.render_messages(messages, self._ts(t), pids=self.pids):
-            self.log.write_line(line)
-            self.recent_lines.append((t, line))
+        self.flavour.logs.emit(self, t, messages)
 
     def _start_process(self, t: float, reason: str | None) -> None:
         cfg = self.cfg
@@ -144,102 +138,8 @@ class Engine:
             "EngineCore_DP0": 241 + k,
             **{f"Worker_TP{i}": 306 + k + i for i in range(tp)},
         }
-        if self.fmt == "sglang":
-            self._sglang_startup(t, cfg, took)
-            self.version += 1
-            return
-        msgs: list[L.LogMessage] = []
-        if reason:
-            msgs += L.restart_messages(
-                version="0.33.0",
-                model=cfg.model_name,
-                tp_size=tp,
-                restart_after_s=0.0,
-                new_pids=self.pids,
-            )[5:]
-        else:
-            msgs.append(
-                L.LogMessage(
-                    "INFO", "api_server.py", 1839, "vLLM API server version 0.33.0", "APIServer"
-                )
-            )
-        if cfg.enable_chunked_prefill:
-            msgs.append(L.chunked_prefill_message(cfg.max_num_batched_tokens))
-        total_tokens = total_blocks * cfg.block_size
-        msgs += L.startup_memory_messages(
-            self.c.weights_bytes_per_rank / GiB,
-            41.372518,
-            self.gpu.mem.kv_pool / GiB,
-            total_tokens,
-            cfg.max_model_len,
-            total_tokens / cfg.max_model_len,
-            tp_size=tp,
-            merged_kv_line=True,
-        )
-        sizes = cfg.capture_sizes
-        if sizes:
-            n_dec = len([x for x in sizes if x <= cfg.max_num_seqs]) or 1
-            for m_ in L.graph_capture_messages(
-                len(sizes),
-                "FULL_AND_PIECEWISE",
-                max(1.0, len(sizes) / 5),
-                took,
-                decode_sizes=n_dec,
-                process="Worker_TP0",
-            ):
-                msgs.append(m_._replace(delay_s=m_.delay_s + 2.0))
-            self.captured_keys.update(sizes)
-        # vLLM captures its graphs inside "warmup model", so this line comes after them;
-        # log followers use it as the end of warm-up.
-        msgs.append(
-            L.LogMessage(
-                "INFO",
-                "core.py",
-                250,
-                "init engine (profile, create kv cache, warmup model) took 63.41 s",
-                delay_s=max(m_.delay_s for m_ in msgs) + 0.2,
-            )
-        )
-        last = max(m_.delay_s for m_ in msgs)
-        msgs.append(
-            L.LogMessage(
-                "INFO",
-                "launcher.py",
-                46,
-                "Starting vLLM API server 0 on http://0.0.0.0:8000",
-                "APIServer",
-                delay_s=last + 0.5,
-            )
-        )
-        self._emit(t, msgs)
+        self.flavour.logs.startup(self, t, cfg, took, total_blocks, reason)
         self.version += 1
-
-    def _sglang_startup(self, t: float, cfg: EngineConfig, graph_gib: float) -> None:
-        """SGLang's start-up summary, capture and ready lines (engine-metrics.md §2.5)."""
-        mem = self.gpu.mem
-        tokens = self.sched.total_blocks * cfg.block_size
-        avail = (mem.total - mem.non_torch - mem.weights) / GiB
-        after_kv = avail - mem.kv_pool / GiB - mem.activation_reserved / GiB
-        lines = []
-        sizes = [s for s in cfg.capture_sizes if s <= cfg.max_num_seqs]
-        if sizes:
-            lines += [
-                "Capture target decode CUDA graph begin. backend=flashinfer, "
-                f"num_tokens_per_req=1, avail mem={after_kv:.2f} GB",
-                f"Capture target decode CUDA graph end. bs={sizes}, elapsed=4.21 s, "
-                f"mem usage={graph_gib:.2f} GB, avail mem={after_kv - graph_gib:.2f} GB.",
-            ]
-        lines += [
-            f"max_total_num_tokens={tokens}, chunked_prefill_size="
-            f"{cfg.max_num_batched_tokens if cfg.enable_chunked_prefill else -1}, "
-            f"max_prefill_tokens={cfg.max_num_batched_tokens}, "
-            f"max_running_requests={cfg.max_num_seqs}, context_len={cfg.max_model_len}, "
-            f"available_gpu_mem={after_kv - graph_gib:.2f} GB",
-            "The server is fired up and ready to roll!",
-        ]
-        ts = self._ts(t)
-        for line in lines:
-            self.log.write_line(L.sglang_line(ts, line))
 
     def _crash(self, t: float, oom: CudaOOM) -> None:
         """CUDA OOM: the engine core dies; in-flight requests fail; the process restarts."""
@@ -485,13 +385,7 @@ class Engine:
         if plan.preempted:
             m.num_preemptions += plan.preempted
             self._stats_preempt += plan.preempted
-            if self.fmt == "sglang":
-                self.log.write_line(
-                    L.sglang_line(
-                        self._ts(t),
-                        L.sglang_retract_message(plan.preempted, plan.preempted * 16, 0.7, 1.0),
-                    )
-                )
+            self.flavour.logs.retracted(self, t, plan.preempted)
         prefill_tokens = 0
         prefill_ctx = 0
         recompute_tokens = 0  # KV this request already had before a preemption evicted it
@@ -623,32 +517,7 @@ class Engine:
         q = sched.prefix_queries - self._stats_queries
         h = sched.prefix_hits - self._stats_hits
         hit = (h / q if q else 0.0) if self.cfg.enable_prefix_caching else None
-        if self.fmt == "sglang":
-            line = (
-                f"Decode batch, #running-req: {len(sched.running)}, "
-                f"#token: {sched.used_blocks * self.cfg.block_size}, "
-                f"token usage: {sched.kv_usage:.2f}, cuda graph: {self.last_step_graph}, "
-                f"gen throughput (token/s): {self._stats_gen / iv:.2f}, "
-                f"#queue-req: {sched.num_waiting}"
-            )
-            self.log.write_line(L.sglang_line(self._ts(t), line))
-            self.recent_lines.append((t, L.sglang_line(self._ts(t), line)))
-        else:
-            self._emit(
-                t,
-                [
-                    L.stats_message(
-                        self._stats_prompt / iv,
-                        self._stats_gen / iv,
-                        len(sched.running),
-                        sched.num_waiting,
-                        sched.kv_usage,
-                        hit,
-                        self._stats_preempt,
-                        v0=self.fmt == "vllm-v0",
-                    )
-                ],
-            )
+        self.flavour.logs.stats(self, t, hit)
         self._stats_queries = sched.prefix_queries
         self._stats_hits = sched.prefix_hits
         self._stats_prompt = self._stats_gen = self._stats_preempt = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from enginesim import flavours
 from enginesim.exposition import buckets as B
 from enginesim.histogram import Histogram
 
@@ -43,7 +44,7 @@ class EngineMetrics:
         self.num_requests = 0
         self.aborted = 0
         tok = B.build_1_2_5_buckets(max_model_len)
-        sglang = fmt == "sglang"
+        defaults = flavours.get(fmt).buckets
         self.iteration_tokens = Histogram(custom.get("iteration_tokens", B.VLLM_ITERATION_TOKENS))
         self.request_prompt_tokens = Histogram(tok)
         self.request_generation_tokens = Histogram(tok)
@@ -51,15 +52,14 @@ class EngineMetrics:
         self.request_params_n = Histogram(B.VLLM_PARAMS_N)
         self.request_params_max_tokens = Histogram(tok)
         self.request_prefill_kv_computed_tokens = Histogram(tok)
-        ttft = custom.get("time_to_first_token", B.SGLANG_TTFT if sglang else B.VLLM_TTFT)
-        itl = custom.get("inter_token_latency", B.SGLANG_ITL if sglang else B.VLLM_ITL)
+        ttft = custom.get("time_to_first_token", defaults["ttft"])
+        itl = custom.get("inter_token_latency", defaults["itl"])
         latency = custom.get("request_latency", B.VLLM_REQUEST_LATENCY)
         self.ttft = Histogram(ttft)
         self.itl = Histogram(itl)
         self.request_tpot = Histogram(itl)
-        self.e2e = Histogram(custom.get("request_latency", B.SGLANG_E2E if sglang else latency))
-        queue = B.SGLANG_QUEUE_TIME if sglang and "request_latency" not in custom else latency
-        self.queue_time = Histogram(queue)
+        self.e2e = Histogram(custom.get("request_latency", defaults["e2e"]))
+        self.queue_time = Histogram(custom.get("request_latency", defaults["queue_time"]))
         self.inference_time = Histogram(latency)
         self.prefill_time = Histogram(latency)
         self.decode_time = Histogram(latency)

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from enginesim import scenarios
 from enginesim.config import ConfigError
 from enginesim.deployment import Deployment
-from enginesim.exposition import dcgm, router, sglang, vllm
+from enginesim.exposition import dcgm, router
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
@@ -345,26 +345,22 @@ class SimServer:
         if path == "/metrics":
             if not eng.is_up:
                 return _text("engine restarting\n", 503)
-            fmt = d.fmt
-            if fmt == "vllm-v1":
-                data = self._cached(i, fmt, lambda: vllm.render_v1(eng, rep.engine_label))
-            elif fmt == "vllm-v0":
-                data = self._cached(i, fmt, lambda: vllm.render_v0(eng, rep.engine_label))
-            else:
-                data = self._cached(i, fmt, lambda: sglang.render(eng, rep.engine_label))
+            render = d.flavour.render
+            data = self._cached(i, d.fmt, lambda: render(eng, rep.engine_label))
             return Response(200, data, TEXT_FORMAT)
         if path == "/health":
             return _text("", 200 if eng.is_up else 503)
         if path == "/version":
-            return _json({"version": sglang.SGLANG_VERSION if d.fmt == "sglang" else "0.33.0"})
+            return _json({"version": d.flavour.version})
         if path == "/load":
             s = eng.sched
             return _json({"server_load": len(s.running) + s.num_waiting})
         if path in ("/server_info", "/get_server_info"):
-            if d.fmt != "sglang":
+            server_info = d.flavour.server_info
+            if server_info is None:  # like vLLM without dev mode
                 return _json({"detail": "Not Found"}, 404)
             port = self.replica_ports[i] if self.replica_ports else self.ports["main"]
-            return _json(sglang.server_info(eng, port), 200 if eng.is_up else 503)
+            return _json(server_info(eng, port), 200 if eng.is_up else 503)
         if path == "/dcgm/metrics":
             data = self._cached(i, "dcgm", lambda: dcgm.render(rep.gpus, rep.hostname, d.now()))
             return Response(200, data, TEXT_FORMAT)

@@ -281,9 +281,7 @@ def _preemptions(
     if seen > 0:
         return [("preemptions_rate", "", seen / max(span, STATS_INTERVAL_S))]
     kinds = {e.kind for e in events}
-    shows_all = (state.flavour == "sglang" and "sglang_batch" in kinds) or (
-        state.reports_preemptions and "stats" in kinds
-    )
+    shows_all = logevents.shows_every_preemption(state, kinds)
     covered = followed or span >= MIN_ZERO_RATE_SPAN_S
     return [("preemptions_rate", "", 0.0)] if clean and shows_all and covered else []
 

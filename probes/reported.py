@@ -3,8 +3,9 @@
 Read from the newest successful poll of each target (the snapshot the probe stored):
 an engine /metrics target's gauges (``kv_capacity_tokens``, ``kv_block_size``,
 ``kv_blocks``, ``kv_max_concurrency``, from vLLM's ``cache_config_info`` or SGLang's
-``max_total_num_tokens``) and served model, and SGLang /server_info's arguments (chunked-
-prefill size, running-request cap, TP size, context length, served model). The deployments
+``max_total_num_tokens``) and served model, and what a flavour's own info endpoint says
+(SGLang /server_info's chunked-prefill size, running-request cap, TP size, context
+length, served model: ``probes.parsing.sglang_info.budget_values``). The deployments
 app turns these into proposed budget fields (``deployments.proposals``); it sits below this
 one, so this module registers itself there at start-up.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from probes.models import Poll, TargetKind
+from probes.parsing.engine import FLAVOURS, engine_name
 
 _ENGINE_GAUGES = ("kv_capacity_tokens", "kv_block_size", "kv_blocks", "kv_max_concurrency")
 
@@ -46,11 +48,14 @@ def _number(value: object) -> float | None:
 
 
 def engine_report(deployment_id) -> dict[str, float | str]:
-    """Plain values the engine reported; see the module docstring for the names."""
+    """Plain values the engine reported; see the module docstring for the names.
+
+    Which engine, and which endpoint besides /metrics tells its budget, come from the
+    flavour table (``probes.parsing.engine.FLAVOURS``), never from a switch on its name.
+    """
     out: dict[str, float | str] = {}
     for snapshot in _latest_snapshots(deployment_id, TargetKind.ENGINE):
         gauges = snapshot.get("gauges") or {}
-        flavour = str(snapshot.get("flavour", ""))
         for key in _ENGINE_GAUGES:
             value = _number(gauges.get(key))
             if value is not None and (key not in out or value < float(out[key])):
@@ -58,31 +63,18 @@ def engine_report(deployment_id) -> dict[str, float | str]:
         models = snapshot.get("models") or []
         if models and isinstance(models[0], str) and "served_model" not in out:
             out["served_model"] = models[0]
-        if flavour:
-            out.setdefault("engine", "SGLang" if flavour == "sglang" else "vLLM")
-    for snapshot in _latest_snapshots(deployment_id, TargetKind.SGLANG_INFO):
-        args = snapshot.get("args") or {}
-        out["engine"] = "SGLang"
-        for key, name in (
-            ("chunked_prefill_size", "chunked_prefill_size"),
-            ("tp_size", "tp_size"),
-            ("context_length", "max_model_len"),
-        ):
-            value = _number(args.get(key))
-            if value is not None:
-                out.setdefault(name, value)
-        # The cap the scheduler enforces (summed over DP ranks) over the CLI's value.
-        cap = _number(snapshot.get("effective_max_running_requests")) or _number(
-            args.get("max_running_requests")
-        )
-        if cap is not None:
-            out.setdefault("max_running_requests", cap)
-        capacity = _number(args.get("max_total_num_tokens")) or _number(
-            snapshot.get("token_capacity")
-        )
-        if capacity is not None and "kv_capacity_tokens" not in out:
-            out["kv_capacity_tokens"] = capacity
-        served = args.get("served_model_name") or args.get("model_path")
-        if isinstance(served, str) and served and "served_model" not in out:
-            out["served_model"] = served
+        name = engine_name(str(snapshot.get("flavour", "")))
+        if name is not None:
+            out.setdefault("engine", name)
+    endpoints = {
+        f.info_endpoint.target_kind: (f.engine, f.info_endpoint.budget)
+        for f in FLAVOURS
+        if f.info_endpoint is not None
+    }
+    for kind, (engine, budget) in endpoints.items():
+        for snapshot in _latest_snapshots(deployment_id, kind):
+            # The engine's own configuration endpoint names the engine beyond doubt.
+            out["engine"] = engine
+            for key, value in budget(snapshot).items():
+                out.setdefault(key, value)
     return out

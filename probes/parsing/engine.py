@@ -15,6 +15,7 @@ Flavours:
                families), or a ``_created`` series (V0 disabled them). V1 0.7-0.8 has no
                ``engine`` label and is still V1.
   ``vllm-v0``  ``vllm:`` names without any V1 marker.
+  ``trtllm``   ``trtllm_`` (or ``trtllm:``) names: TensorRT-LLM as NVIDIA Dynamo exports it.
   ``unknown``  anything else (a dcgm-exporter scrape, a proxy's own metrics).
 
 Canonical keys: gauges (``GaugeSignal``, ``value`` aggregated, ``per_rank`` kept for
@@ -56,19 +57,24 @@ from probes.parsing.exposition import (
     Sample,
     parse_exposition,
 )
+from probes.parsing.sglang_info import budget_values as sglang_budget_values
 
 __all__ = [
     "FLAVOURS",
+    "KNOWN_ENGINES",
     "CounterSignal",
     "EngineScrapeUnusable",
     "EngineSignals",
     "Flavour",
     "GaugeSignal",
     "HistogramSignal",
+    "InfoEndpoint",
     "Wire",
     "base_name",
     "detect_flavour",
+    "engine_name",
     "engine_signals",
+    "flavour_of",
     "require_usable",
     "unmapped_families",
 ]
@@ -76,6 +82,7 @@ __all__ = [
 VLLM_V1 = "vllm-v1"
 VLLM_V0 = "vllm-v0"
 SGLANG = "sglang"
+TRTLLM = "trtllm"
 UNKNOWN = "unknown"
 
 REPLICA_LABELS = ("engine", "dp_rank")
@@ -115,13 +122,32 @@ class GaugeSpec:
     fraction: bool = False  # a 0-1 value some versions print as a percentage
 
 
+@dataclass(frozen=True, slots=True)
+class InfoEndpoint:
+    """An engine's own configuration endpoint beside /metrics (SGLang ``/server_info``).
+
+    ``target_kind`` is the probe kind that polls it (a ``probes.models.TargetKind`` value,
+    named by string so this module stays Django-free); ``budget`` turns the snapshot that
+    probe stored into plain budget values (``probes.reported`` merges them), so budget
+    discovery is looked up per flavour rather than switched on an engine name.
+    """
+
+    target_kind: str
+    budget: Callable[[Mapping[str, Any]], dict[str, float | str]]
+
+
 @dataclass(frozen=True)
 class Flavour:
-    """One engine flavour: how to recognise it, and its wire names per canonical key."""
+    """One engine flavour: how to recognise it, and its wire names per canonical key.
+
+    Everything the product knows about an engine's /metrics is here, so a new engine is
+    one entry in :data:`FLAVOURS` (plus its ignored names and, if it has one, its info
+    endpoint's parser) and callers look it up instead of branching on its name.
+    """
 
     key: str
     engine: str  # what the user reads in an error: "vLLM", "SGLang"
-    prefixes: tuple[str, ...]
+    prefixes: tuple[str, ...]  # the first is canonical; the others are folded into it
     detect: Callable[[Exposition], bool]
     gauges: Mapping[str, GaugeSpec]
     counters: Mapping[str, tuple[Wire, ...]]
@@ -129,6 +155,7 @@ class Flavour:
     ignored: frozenset[str] = field(default_factory=frozenset)
     # cache_config_info-style families whose labels carry numbers: family -> {label: key}
     info: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    info_endpoint: InfoEndpoint | None = None
 
 
 # --- vLLM (V0 0.4-0.10, V1 0.7-0.33: one name table; detection tells the two apart) ------
@@ -268,6 +295,36 @@ _SGLANG_HISTOGRAMS = {
 }
 
 
+# --- TensorRT-LLM (trtllm-serve 1.1, as NVIDIA Dynamo re-exports it) ---------------------
+# Names from reference/engine-metrics-2026.md "Other engines" (ai-dynamo/aiperf, NVIDIA
+# docs) and TensorRT-LLM's own MetricsCollector (tensorrt_llm/metrics/collector.py:
+# request_success_total{finished_reason}, e2e_request_latency_seconds,
+# time_to_first_token_seconds, time_per_output_token_seconds, request_queue_time_seconds;
+# labels model_name, engine_type). TensorRT-LLM adds no prefix itself; Dynamo's
+# register_engine_metrics_callback adds "trtllm_" (ai-dynamo/dynamo
+# docs/backends/trtllm/prometheus.md; earlier docs spell it "trtllm:"). No log format or
+# KV-capacity family is sourced yet, so this flavour reads /metrics only.
+_TRTLLM_GAUGES = {
+    "kv_cache_usage": GaugeSpec("max", _ws("trtllm_kv_cache_utilization"), fraction=True),
+    "requests_running": GaugeSpec("sum", _ws("trtllm_num_requests_running")),
+    "requests_waiting": GaugeSpec("sum", _ws("trtllm_num_requests_waiting")),
+    "cache_hit_rate": GaugeSpec("max", _ws("trtllm_kv_cache_hit_rate"), fraction=True),
+}
+_TRTLLM_COUNTERS = {
+    "requests_finished_total": _ws("trtllm_request_success_total"),
+}
+_TRTLLM_HISTOGRAMS = {
+    "ttft": _ws("trtllm_time_to_first_token_seconds"),
+    "itl": _ws("trtllm_time_per_output_token_seconds"),
+    "e2e": _ws("trtllm_e2e_request_latency_seconds"),
+    "queue_time": _ws("trtllm_request_queue_time_seconds"),
+}
+
+
+def _detect_trtllm(exp: Exposition) -> bool:
+    return any(name.startswith(("trtllm_", "trtllm:")) for name in exp.families)
+
+
 def _has_family(exp: Exposition, names: frozenset[str]) -> bool:
     return any(name in exp.families for name in names)
 
@@ -308,6 +365,15 @@ _VLLM_TABLES: dict[str, Any] = {
 # Checked in order: the first flavour whose detector accepts the scrape is it.
 FLAVOURS: tuple[Flavour, ...] = (
     Flavour(
+        key=TRTLLM,
+        engine="TensorRT-LLM",
+        prefixes=("trtllm_", "trtllm:"),
+        detect=_detect_trtllm,
+        gauges=MappingProxyType(_TRTLLM_GAUGES),
+        counters=MappingProxyType(_TRTLLM_COUNTERS),
+        histograms=MappingProxyType(_TRTLLM_HISTOGRAMS),
+    ),
+    Flavour(
         key=SGLANG,
         engine="SGLang",
         prefixes=("sglang:", "sglang_"),
@@ -316,11 +382,33 @@ FLAVOURS: tuple[Flavour, ...] = (
         counters=MappingProxyType(_SGLANG_COUNTERS),
         histograms=MappingProxyType(_SGLANG_HISTOGRAMS),
         ignored=SGLANG_IGNORED,
+        info_endpoint=InfoEndpoint("sglang_info", sglang_budget_values),
     ),
     Flavour(key=VLLM_V1, detect=_detect_vllm_v1, **_VLLM_TABLES),
     Flavour(key=VLLM_V0, detect=_detect_vllm, **_VLLM_TABLES),
 )
 _BY_KEY = {f.key: f for f in FLAVOURS}
+# "vLLM or SGLang": the engines a user can point an engine target at, for messages
+# (read from the table's end: the broadest detectors sit last, the special ones first).
+_ENGINE_NAMES = tuple(dict.fromkeys(f.engine for f in reversed(FLAVOURS)))
+KNOWN_ENGINES = (
+    " or ".join(_ENGINE_NAMES)
+    if len(_ENGINE_NAMES) < 3
+    else ", ".join(_ENGINE_NAMES[:-1]) + " or " + _ENGINE_NAMES[-1]
+)
+# Alternate spellings of a flavour's prefix (``sglang_`` as gateways re-export it).
+_RENAMED_PREFIXES = tuple((alt, f.prefixes[0]) for f in FLAVOURS for alt in f.prefixes[1:])
+
+
+def flavour_of(key: str) -> Flavour | None:
+    """The table entry of a detected flavour key (``None`` for ``unknown``)."""
+    return _BY_KEY.get(key)
+
+
+def engine_name(key: str) -> str | None:
+    """``"vllm-v1"`` -> ``"vLLM"``: what a user reads for a stored flavour key."""
+    found = _BY_KEY.get(key)
+    return found.engine if found is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,8 +472,10 @@ def base_name(name: str) -> str:
     The family a wire name belongs to, whatever sample suffix or counter ``_total`` it
     carries, so known names compare equal across spellings and excerpts cut mid-family.
     """
-    if name.startswith("sglang_"):
-        name = "sglang:" + name[len("sglang_") :]
+    for alt, canonical in _RENAMED_PREFIXES:
+        if name.startswith(alt):
+            name = canonical + name[len(alt) :]
+            break
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -590,18 +680,18 @@ def require_usable(exp: Exposition, signals: EngineSignals) -> None:
     if not signals.empty:
         return
     if not exp.families:
-        raise EngineScrapeUnusable("no vLLM or SGLang series in the answer: the body is empty")
+        raise EngineScrapeUnusable(f"no {KNOWN_ENGINES} series in the answer: the body is empty")
     if not any(f.samples for f in exp.families.values()):
         raise EngineScrapeUnusable(
-            f"no vLLM or SGLang series in the answer: {len(exp.families)} families declared "
+            f"no {KNOWN_ENGINES} series in the answer: {len(exp.families)} families declared "
             "(HELP/TYPE) without samples (stat logging off or not attached to this server?)"
         )
-    flavour = _BY_KEY.get(signals.flavour)
-    if flavour is None:
-        raise EngineScrapeUnusable("no vLLM or SGLang series in the answer")
+    found = _BY_KEY.get(signals.flavour)
+    if found is None:
+        raise EngineScrapeUnusable(f"no {KNOWN_ENGINES} series in the answer")
     detail = "; ".join(signals.problems[:3])
     raise EngineScrapeUnusable(
-        f"{flavour.engine} series in the answer, but none that Atlas reads"
+        f"{found.engine} series in the answer, but none that Atlas reads"
         + (f" ({detail})" if detail else " (partial histograms or only unmapped families)")
     )
 
@@ -619,7 +709,7 @@ _ALL_PREFIXES = tuple(p for f in FLAVOURS for p in f.prefixes)
 
 
 def unmapped_families(scrape: Exposition | bytes | str) -> set[str]:
-    """Engine families (``vllm:``, ``sglang:``, ``sglang_``) that the flavour table neither
+    """Engine families (any flavour's prefix: ``vllm:``, ``sglang:``, ...) that the table neither
     maps to a signal nor lists as known-and-ignored, by :func:`base_name`.
 
     Run it on a live scrape of a new engine release: anything it returns is a family

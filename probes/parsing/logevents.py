@@ -35,14 +35,17 @@ from types import MappingProxyType
 from probes.parsing.logprefix import Head, infer_year, split_glued, split_record
 
 __all__ = [
+    "LOG_FLAVOURS",
     "UNRECOGNISED",
     "FollowerState",
     "LogEvent",
+    "LogFlavour",
     "LogFollower",
     "feed",
     "infer_year",
     "parse_line",
     "parse_log",
+    "shows_every_preemption",
 ]
 
 MAX_LINE = 16 * 1024
@@ -213,7 +216,7 @@ class FollowerState:
     failure: str = ""  # the open failure's OOM ("where|tried_gib"): re-raises repeat it
     failure_line: int = 0  # where that OOM was counted
     failure_at: datetime | None = None  # the failure's latest stamped line
-    flavour: str = ""  # "vllm" | "sglang": the engine whose format the log was read in
+    flavour: str = ""  # a LOG_FLAVOURS key: the engine whose format the log was read in
     reports_preemptions: bool = False  # V1 stats lines carry "Preemptions:" (>= 0.12)
 
 
@@ -260,6 +263,92 @@ def _batch(msg: str) -> dict[str, float | str | bool] | None:
     return values
 
 
+Values = dict[str, float | str | bool]
+Found = list[tuple[str, Values]]
+
+
+def _chunked(found: re.Match[str], msg: str) -> Found:
+    return [("chunked_prefill", {"max_num_batched_tokens": _num(found[1])})]
+
+
+def _kv_memory(found: re.Match[str], msg: str) -> Found:
+    return [("kv_cache_memory", {"gib": float(found[1])})]
+
+
+def _concurrency(found: re.Match[str], msg: str) -> Found:
+    return [("max_concurrency", {"tokens_per_request": _num(found[1]), "factor": float(found[2])})]
+
+
+def _kv_tokens(found: re.Match[str], msg: str) -> Found:
+    out: Found = [("kv_cache_tokens", {"tokens": _num(found[1])})]
+    if (conc := _CONCURRENCY.search(msg)) is not None:  # 0.33 merges both lines
+        out += _concurrency(conc, msg)
+    return out
+
+
+def _model_loading(found: re.Match[str], msg: str) -> Found:
+    return [("model_loading", {"gib": float(found[1])})]
+
+
+_SGLANG_BUDGET_NAMES = (
+    "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+    "max_running_requests", "context_len", "available_gpu_mem_gb",
+)  # fmt: skip
+
+
+def _sglang_budget(found: re.Match[str], msg: str) -> Found:
+    pairs = zip(_SGLANG_BUDGET_NAMES, found.groups(), strict=True)
+    return [("sglang_budget", {n: float(v) for n, v in pairs if v})]
+
+
+def _preempted(found: re.Match[str], msg: str) -> Found:
+    values: Values = {"mode": found["mode"]}
+    if found["total"]:
+        values["cumulative"] = float(found["total"])
+    return [("preemption", values)]
+
+
+def _retracted(found: re.Match[str], msg: str) -> Found:
+    values: Values = {"retracted_reqs": float(found[1])}
+    if found[3]:
+        values |= {"new_token_ratio_before": float(found[3])}
+        values |= {"new_token_ratio_after": float(found[4])}
+    return [("kv_retraction", values)]
+
+
+@dataclass(frozen=True, slots=True)
+class LineRule:
+    """One wording of one engine: its pattern and the events a match becomes."""
+
+    pattern: re.Pattern[str]
+    events: Callable[[re.Match[str], str], Found]
+    claims_flavour: bool = False  # only this engine writes it: the log is in its format
+
+
+@dataclass(frozen=True, slots=True)
+class LogFlavour:
+    """One engine's log format: the start-up lines that tell its budget, the lines that
+    report a preemption, the periodic step (stats / batch) line, and what that line proves
+    about the stream.
+
+    ``key`` is what :attr:`FollowerState.flavour` records once a line of this format was
+    read (and what :mod:`probes.parsing.logprefix` calls the engine's head). A new engine
+    is one entry in :data:`LOG_FLAVOURS` with its patterns; the reducer looks them up.
+    Each group of rules is tried across all flavours at its place in the reducer, in
+    table order, and the first match wins.
+    """
+
+    key: str
+    budget_lines: tuple[LineRule, ...]
+    preemption_lines: tuple[LineRule, ...]
+    step_event: str  # the event kind of its step line
+    parse_step: Callable[[str], Values | None]
+    starts_step: Callable[[str], bool]  # a record that may be a (wrapped) step line
+    # The stream shows every preemption (a zero count in it is evidence of none).
+    shows_every_preemption: Callable[[FollowerState], bool]
+    step_counts_preemptions: bool = False  # its step line carries "Preemptions: N" if N > 0
+
+
 def _oom(msg: str, found: re.Match[str]) -> dict[str, float | str | bool]:
     values: dict[str, float | str | bool] = {"where": "cuda" if found["cuda"] else "kv_pool"}
     if (tried := _TRIED.search(msg)) is not None:
@@ -304,9 +393,105 @@ def _oom_event(
     return replace(state, failure=sign, failure_line=line_no, failure_at=at)
 
 
+def _vllm_step_starts(msg: str) -> bool:
+    return _STATS_HEAD.match(msg) is not None or msg.startswith("Avg prompt throughput:")
+
+
+def _sglang_step_starts(msg: str) -> bool:
+    return _BATCH.match(msg) is not None
+
+
+LOG_FLAVOURS: tuple[LogFlavour, ...] = (
+    LogFlavour(
+        key="vllm",
+        budget_lines=(
+            LineRule(_CHUNKED, _chunked),
+            LineRule(_KV_MEMORY, _kv_memory),
+            LineRule(_KV_TOKENS, _kv_tokens),
+            LineRule(_CONCURRENCY, _concurrency),
+            LineRule(_MODEL_LOADING, _model_loading),
+        ),
+        # V0's warning (every 50th preemption); V1 logs none.
+        preemption_lines=(LineRule(_PREEMPTED, _preempted),),
+        step_event="stats",
+        parse_step=_stats,
+        starts_step=_vllm_step_starts,
+        # V0 warns on every 50th preemption, V1 < 0.12 never; V1 >= 0.12 prints
+        # "Preemptions: N" on a stats line when N > 0, so only a stream seen doing so.
+        shows_every_preemption=lambda state: state.reports_preemptions,
+        step_counts_preemptions=True,
+    ),
+    LogFlavour(
+        key="sglang",
+        budget_lines=(LineRule(_SGLANG_BUDGET, _sglang_budget),),
+        preemption_lines=(LineRule(_RETRACT, _retracted, claims_flavour=True),),
+        step_event="sglang_batch",
+        parse_step=_batch,
+        starts_step=_sglang_step_starts,
+        shows_every_preemption=lambda state: state.flavour == "sglang",  # every retraction
+    ),
+)
+_LOG_BY_KEY = {f.key: f for f in LOG_FLAVOURS}
+
+
 def _is_echo(msg: str) -> bool:
     """A traceback's frame, source or caret line: the exception line says what happened."""
     return _ECHO.match(msg) is not None
+
+
+def _first_rule(
+    msg: str, rules: Callable[[LogFlavour], tuple[LineRule, ...]]
+) -> tuple[LogFlavour, LineRule, Found] | None:
+    """The first flavour's rule (of one group) that matches, and its events."""
+    for fl in LOG_FLAVOURS:
+        for rule in rules(fl):
+            if (found := rule.pattern.search(msg)) is not None:
+                return fl, rule, rule.events(found, msg)
+    return None
+
+
+def _by_rule(
+    msg: str,
+    state: FollowerState,
+    rules: Callable[[LogFlavour], tuple[LineRule, ...]],
+    record: Callable[..., None],
+) -> FollowerState | None:
+    """Record what the first matching rule of the group says; ``None`` when none matched."""
+    matched = _first_rule(msg, rules)
+    if matched is None:
+        return None
+    fl, rule, events = matched
+    for kind, values in events:
+        record(kind, values)
+    return replace(state, flavour=fl.key) if rule.claims_flavour else state
+
+
+def _budget_rules(fl: LogFlavour) -> tuple[LineRule, ...]:
+    return fl.budget_lines
+
+
+def _preemption_rules(fl: LogFlavour) -> tuple[LineRule, ...]:
+    return fl.preemption_lines
+
+
+def _step_line(msg: str, state: FollowerState, record: Callable[..., None]) -> FollowerState:
+    """A flavour's periodic step line: the engine is warm, and the log is in its format."""
+    for fl in LOG_FLAVOURS:
+        if (values := fl.parse_step(msg)) is not None:
+            record(fl.step_event, values)
+            state = replace(state, warm=True, started=True, booting=False, flavour=fl.key)
+            if fl.step_counts_preemptions and "preemptions" in values:
+                state = replace(state, reports_preemptions=True)
+            return state
+    return state
+
+
+def shows_every_preemption(state: FollowerState, kinds: set[str]) -> bool:
+    """Would this stream have shown a preemption (so zero seen is evidence of none)?
+
+    Only once a step line of a flavour whose log prints them all was read this time.
+    """
+    return any(fl.step_event in kinds and fl.shows_every_preemption(state) for fl in LOG_FLAVOURS)
 
 
 def parse_line(
@@ -335,7 +520,7 @@ def _parse_head(
     def emit(kind: str, **values: float | str | bool) -> None:
         record(kind, values)
 
-    if head.flavour in ("vllm", "sglang") and state.flavour != head.flavour:
+    if head.flavour in _LOG_BY_KEY and state.flavour != head.flavour:
         state = replace(state, flavour=head.flavour)
     if _is_echo(msg) or not msg.strip():
         return state, events
@@ -368,39 +553,10 @@ def _parse_head(
                 values |= {"bs": float(found["bs"]), "avail_mem_gb": float(found[4])}
             record("cuda_graph_capture_started", values)
             state = replace(state, capturing=True)
-    elif (found := _CHUNKED.search(msg)) is not None:
-        emit("chunked_prefill", max_num_batched_tokens=_num(found[1]))
-    elif (found := _KV_MEMORY.search(msg)) is not None:
-        emit("kv_cache_memory", gib=float(found[1]))
-    elif (found := _KV_TOKENS.search(msg)) is not None:
-        emit("kv_cache_tokens", tokens=_num(found[1]))
-        if (conc := _CONCURRENCY.search(msg)) is not None:  # 0.33 merges both lines
-            emit("max_concurrency", tokens_per_request=_num(conc[1]), factor=float(conc[2]))
-    elif (found := _CONCURRENCY.search(msg)) is not None:
-        emit("max_concurrency", tokens_per_request=_num(found[1]), factor=float(found[2]))
-    elif (found := _MODEL_LOADING.search(msg)) is not None:
-        emit("model_loading", gib=float(found[1]))
-    elif (found := _SGLANG_BUDGET.search(msg)) is not None:
-        names: tuple[str, ...] = (
-            "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
-            "max_running_requests", "context_len", "available_gpu_mem_gb",
-        )  # fmt: skip
-        emit(
-            "sglang_budget",
-            **{n: float(v) for n, v in zip(names, found.groups(), strict=True) if v},
-        )
-    elif (found := _PREEMPTED.search(msg)) is not None:
-        values = {"mode": found["mode"]}
-        if found["total"]:
-            values["cumulative"] = float(found["total"])
-        record("preemption", values)
-    elif (found := _RETRACT.search(msg)) is not None:
-        values = {"retracted_reqs": float(found[1])}
-        if found[3]:
-            values |= {"new_token_ratio_before": float(found[3])}
-            values |= {"new_token_ratio_after": float(found[4])}
-        record("kv_retraction", values)
-        state = replace(state, flavour="sglang")
+    elif (ruled := _by_rule(msg, state, _budget_rules, record)) is not None or (
+        ruled := _by_rule(msg, state, _preemption_rules, record)
+    ) is not None:
+        state = ruled
     elif (found := _OOM.search(msg)) is not None:
         state = _oom_event(state, head, line_no, msg, found, record)
     elif (found := _DIED.search(msg)) is not None:
@@ -430,14 +586,8 @@ def _parse_head(
     elif (found := _READY.search(msg)) is not None:
         emit("engine_ready")
         state = replace(state, warm=True, started=True, booting=False)
-    elif (stats := _stats(msg)) is not None:
-        record("stats", stats)
-        state = replace(state, warm=True, started=True, booting=False, flavour="vllm")
-        if "preemptions" in stats:
-            state = replace(state, reports_preemptions=True)
-    elif (batch := _batch(msg)) is not None:
-        record("sglang_batch", batch)
-        state = replace(state, warm=True, started=True, booting=False, flavour="sglang")
+    else:
+        state = _step_line(msg, state, record)
     if state.failure and any(e.kind not in _FAILURE_KINDS for e in events):
         state = replace(state, failure="", failure_line=0, failure_at=None)  # it lives again
     if state.traceback and not _TRACEBACK.search(msg):
@@ -465,8 +615,7 @@ def _may_be_wrapped(head: Head, line: str, max_line: int) -> bool:
     return (
         head.prefixed
         and len(line) < max_line
-        and (_STATS_HEAD.match(head.msg) is not None or _BATCH.match(head.msg) is not None
-             or head.msg.startswith("Avg prompt throughput:"))
+        and any(fl.starts_step(head.msg) for fl in LOG_FLAVOURS)
         and _COMPLETE_END.search(head.msg) is None
     )  # fmt: skip
 

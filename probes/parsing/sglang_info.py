@@ -25,6 +25,7 @@ __all__ = [
     "ServerInfoError",
     "ServerInfoMalformed",
     "ServerInfoTooLarge",
+    "budget_values",
     "parse_server_info",
 ]
 
@@ -209,3 +210,45 @@ def parse_server_info(
     elif isinstance(states, dict):  # pre-May-2025 servers returned a single dict
         ranks = [_rank(0, states)]
     return ServerInfo(MappingProxyType(args), tuple(ranks), truncated)
+
+
+def _positive(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value > 0 else None
+
+
+def budget_values(snapshot: Mapping[str, Any]) -> dict[str, float | str]:
+    """A stored /server_info snapshot (``probes.observe``) -> plain budget values.
+
+    The SGLang entry of the engine flavour table points here, so budget discovery reads
+    the engine's own arguments without ``probes.reported`` knowing which engine it is:
+    chunked-prefill size, TP size, context length, the running-request cap the scheduler
+    enforces (summed over DP ranks) over the CLI's value, the KV pool in tokens and the
+    served model. A value the engine did not report is absent, never zero.
+    """
+    raw_args = snapshot.get("args")
+    args: Mapping[str, Any] = raw_args if isinstance(raw_args, Mapping) else {}
+    out: dict[str, float | str] = {}
+    for key, name in (
+        ("chunked_prefill_size", "chunked_prefill_size"),
+        ("tp_size", "tp_size"),
+        ("context_length", "max_model_len"),
+    ):
+        value = _positive(args.get(key))
+        if value is not None:
+            out[name] = value
+    cap = _positive(snapshot.get("effective_max_running_requests")) or _positive(
+        args.get("max_running_requests")
+    )
+    if cap is not None:
+        out["max_running_requests"] = cap
+    capacity = _positive(args.get("max_total_num_tokens")) or _positive(
+        snapshot.get("token_capacity")
+    )
+    if capacity is not None:
+        out["kv_capacity_tokens"] = capacity
+    served = args.get("served_model_name") or args.get("model_path")
+    if isinstance(served, str) and served:
+        out["served_model"] = served
+    return out

@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from probes.parsing.engine import KNOWN_ENGINES
 from tests.support.samples import REAL, samples_absent
 from tests.support.static_http import serve
 
@@ -23,7 +24,7 @@ ENGINE = (
 DCGM = sorted((REAL / "dcgm").glob("*.prom")) if REAL.is_dir() else []
 # Excerpts with nothing an engine probe can read: the user is told, nothing is concluded.
 UNUSABLE = {
-    "meetkai263_v0_0.5.4_help_type_no_samples.prom": "no vLLM or SGLang series in the answer",
+    "meetkai263_v0_0.5.4_help_type_no_samples.prom": f"no {KNOWN_ENGINES} series in the answer",
     "ps617_v1_0.10.0_glm45_params_hist.prom": "none that Atlas reads",
     "v0_0.5.1_70b_tp8_ttft_all_zero_bug.prom": "no +Inf bucket",
     "v0_0.5.3_70b_h100_prompt_gen_tokens_hist.prom": "no +Inf bucket",

@@ -9,13 +9,13 @@ from investigations.signals import known_signal
 from probes import observe
 from probes.parsing.engine import (
     FLAVOURS,
+    KNOWN_ENGINES,
     EngineScrapeUnusable,
     base_name,
     engine_signals,
     require_usable,
     unmapped_families,
 )
-from probes.parsing.engine_names import SGLANG_IGNORED, VLLM_IGNORED
 from probes.parsing.exposition import parse_exposition
 from tests.probes.fixtures.scrapes import vllm_v1_scrape
 
@@ -287,7 +287,7 @@ def test_known_lists_do_not_overlap_with_mapped_names():
         mapped = {base_name(w.name) for spec in flavour.gauges.values() for w in spec.aliases}
         mapped |= {base_name(w.name) for ws in flavour.counters.values() for w in ws}
         mapped |= {base_name(w.name) for ws in flavour.histograms.values() for w in ws}
-        assert not mapped & {base_name(n) for n in (*VLLM_IGNORED, *SGLANG_IGNORED)}
+        assert not mapped & {base_name(n) for f in FLAVOURS for n in f.ignored}
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_known_lists_do_not_overlap_with_mapped_names():
 def test_unusable_answers_are_probe_errors(body):
     with pytest.raises(EngineScrapeUnusable) as err:
         observe.observe_engine(body, [], 1000.0, 60.0)
-    assert "no vLLM or SGLang series in the answer" in str(err.value)
+    assert f"no {KNOWN_ENGINES} series in the answer" in str(err.value)
     assert err.value.kind == "no-engine-series"
 
 
@@ -332,3 +332,16 @@ def test_hostile_cache_config_info_labels_never_become_a_capacity(labels):
     assert capacity is None or 0 < capacity.value < float("inf")
     assert sig.gauges["requests_running"].value == 1
     require_usable(parse_exposition(text), sig)
+
+
+def test_messages_name_every_engine_in_the_table():
+    """A user pointing an engine target at the wrong port reads which engines Atlas reads."""
+    for f in FLAVOURS:
+        assert f.engine in KNOWN_ENGINES
+    assert KNOWN_ENGINES == "vLLM or SGLang" or KNOWN_ENGINES.count(",") >= 1
+
+
+def test_base_name_folds_every_alternate_prefix():
+    for f in FLAVOURS:
+        for alt in f.prefixes[1:]:
+            assert base_name(f"{alt}x_total") == base_name(f"{f.prefixes[0]}x")

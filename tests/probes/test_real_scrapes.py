@@ -7,6 +7,7 @@ import pytest
 
 from probes import observe
 from probes.parsing.engine import (
+    KNOWN_ENGINES,
     EngineScrapeUnusable,
     base_name,
     detect_flavour,
@@ -51,7 +52,7 @@ def test_v0_help_type_without_samples_is_a_probe_error_not_an_idle_engine():
     assert len(exp.families) == 8 and not any(f.samples for f in exp.families.values())
     assert sig.empty
     message = _unusable(path)
-    assert message.startswith("no vLLM or SGLang series in the answer")
+    assert message.startswith(f"no {KNOWN_ENGINES} series in the answer")
     assert "without samples" in message
 
 

@@ -8,6 +8,7 @@ from probes.parsing.sglang_info import (
     ServerInfoError,
     ServerInfoMalformed,
     ServerInfoTooLarge,
+    budget_values,
     parse_server_info,
 )
 
@@ -76,3 +77,24 @@ def test_hostile_payloads(data, error):
     with pytest.raises(error) as err:
         parse_server_info(data)
     assert isinstance(err.value, ServerInfoError) and str(err.value)
+
+
+def test_budget_values_from_the_stored_snapshot():
+    """What the flavour table's SGLang entry gives budget discovery: the enforced cap over
+    the CLI's, the pool from the args before the ranks', nothing that was not reported."""
+    from probes.observe import observe_sglang_info
+
+    snapshot = observe_sglang_info(json.dumps(PAYLOAD).encode()).snapshot
+    assert budget_values(snapshot) == {
+        "chunked_prefill_size": 8192.0,
+        "tp_size": 4.0,
+        "max_running_requests": 992.0,
+        "kv_capacity_tokens": 1960896.0,
+        "served_model": "meta-llama/Llama-3.1-70B-Instruct",
+    }
+    bare = {"args": {"max_running_requests": 64, "tp_size": 0, "served_model_name": ""}}
+    assert budget_values(bare | {"token_capacity": 4096}) == {
+        "max_running_requests": 64.0,
+        "kv_capacity_tokens": 4096.0,
+    }
+    assert budget_values({}) == {}
