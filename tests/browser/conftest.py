@@ -81,10 +81,20 @@ def page(chromium, live_server, requests_seen):
     context.set_default_timeout(15_000)
     tab = context.new_page()
     tab.on("request", lambda request: requests_seen.urls.append(request.url))
+    # Chromium reports every Content-Security-Policy refusal on the console; a page that
+    # needs one (an inline style, a script) is broken for real users, so no test may see one.
+    refused: list[str] = []
+    tab.on(
+        "console",
+        lambda message: refused.append(f"{tab.url} ({message.location['url']}): {message.text}")
+        if "Content Security Policy" in message.text
+        else None,
+    )
     try:
         yield tab
     finally:
         context.close()
+    assert not refused, "CSP refusals:\n" + "\n".join(refused)
 
 
 class VirtualClock:
