@@ -86,9 +86,11 @@ def page(chromium, live_server, requests_seen):
     refused: list[str] = []
     tab.on(
         "console",
-        lambda message: refused.append(f"{tab.url} ({message.location['url']}): {message.text}")
-        if "Content Security Policy" in message.text
-        else None,
+        lambda message: (
+            refused.append(f"{tab.url} ({message.location['url']}): {message.text}")
+            if "Content Security Policy" in message.text
+            else None
+        ),
     )
     try:
         yield tab

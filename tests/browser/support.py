@@ -103,9 +103,18 @@ def horizontal_overflow(page) -> dict | None:
             const doc = document.documentElement.scrollWidth;
             if (doc <= width + 1) { return null; }
             const culprits = [];
+            // Content inside a container that scrolls or clips (a wide table in its own
+            // scroller) cannot widen the page: only what escapes one is a culprit.
+            const clipped = (el) => {
+                for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+                    if (["auto", "scroll", "hidden", "clip"].includes(
+                            getComputedStyle(p).overflowX)) { return true; }
+                }
+                return false;
+            };
             for (const el of document.body.querySelectorAll("*")) {
                 const box = el.getBoundingClientRect();
-                if (box.right > width + 1 && culprits.length < 8) {
+                if (box.right > width + 1 && culprits.length < 8 && !clipped(el)) {
                     culprits.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
                                   (el.className && el.className.baseVal === undefined
                                    ? "." + String(el.className).split(" ").join(".") : "") +

@@ -35,7 +35,7 @@ from tests.browser.support import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SIZES = ((1280, 800), (2560, 1440))
+SIZES = ((390, 844), (1280, 800), (2560, 1440))  # a phone, a laptop, a 27" screen
 MAX_BACKGROUND_LUMINANCE = 0.05  # #0f1216 is 0.006; a light theme's is above 0.8
 ELIMINATE_REASON = "SM clocks are at the full 1,410 MHz on every rank; nothing is throttled"
 
