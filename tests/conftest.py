@@ -13,7 +13,9 @@ import pytest
 from django.conf import settings as django_settings
 from hypothesis import settings
 
+from deployments.models import Deployment
 from teams.models import Membership, Role, Team
+from tests.support import builders
 
 # The product hashes passwords with PBKDF2 at Django's 1,000,000 iterations: about a second
 # per user on a busy machine, and most tests create two to four. Tests hash with MD5, as
@@ -107,11 +109,11 @@ def client_for(client):
 def make_deployment(team):
     """Build a deployment of ``team`` (or another): ``make_deployment("atlas-prod", tp_size=8)``.
 
-    Budget fields not given keep the model's defaults (deployments.budget.Budget)."""
-    from deployments.models import Deployment
+    Budget fields not given keep the model's defaults (deployments.budget.Budget); the rows
+    themselves come from tests/support/builders.py, which scripts and TestCases call."""
 
     def make(name: str = "atlas-prod", *, team=team, **fields) -> Deployment:
-        return Deployment.objects.create(team=team, name=name, **fields)
+        return builders.deployment(team, name, **fields)
 
     return make
 

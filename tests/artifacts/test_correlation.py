@@ -9,8 +9,8 @@ import pytest
 from artifacts.actions import store
 from artifacts.models import Artifact
 from artifacts.tasks import analyse_artifact
-from deployments.models import Deployment
-from probes.models import Observation, Poll, Target, TargetKind
+from probes.models import Observation, Poll, TargetKind
+from tests.support import builders
 
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 
@@ -41,10 +41,8 @@ def media(settings, tmp_path):
 
 @pytest.mark.django_db
 def test_spikes_inside_the_logged_pauses_are_explained(team):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:9/metrics"
-    )
+    deployment = builders.deployment(team)
+    engine = builders.target(deployment, TargetKind.ENGINE, "http://127.0.0.1:9/metrics")
     points = []
     for second in range(0, 360, 5):
         at = T0 + timedelta(seconds=second)

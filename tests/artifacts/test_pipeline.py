@@ -14,11 +14,11 @@ from kombu import Connection
 
 from artifacts.models import Artifact, Status
 from artifacts.tasks import analyse_artifact
-from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations import actions, live
+from tests.support import builders
 from tests.support.workers import broker_for, celery_worker, wait_for
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def _upload_and_analyse(client, investigation, content, name, worker, monkeypatc
 def test_an_uploaded_snapshot_becomes_evidence(
     worker, client_for, commander, team, tmp_path, monkeypatch
 ):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     investigation = actions.open_investigation(
         deployment=deployment, symptom="gpu-oom", user=commander
     )
@@ -116,7 +116,7 @@ def test_a_hostile_pickle_is_rejected_by_the_worker_and_nothing_runs(
         def __reduce__(self):
             return (Path.touch, (marker,))
 
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     investigation = actions.open_investigation(
         deployment=deployment, symptom="gpu-oom", user=commander
     )

@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from artifacts.models import Artifact, Status
 from artifacts.tasks import analyse_artifact
-from deployments.models import Deployment
 from investigations import actions
 from investigations.tokens import create_token
+from tests.support import builders
 
 GARBAGE = b"#!/bin/sh\necho this is not a profiler artifact\n"
 
@@ -26,7 +26,7 @@ def media(settings, tmp_path) -> Path:
 
 @pytest.fixture
 def investigation(team, commander):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     return actions.open_investigation(deployment=deployment, symptom="gpu-oom", user=commander)
 
 

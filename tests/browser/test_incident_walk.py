@@ -32,16 +32,15 @@ from datetime import timedelta
 
 import pytest
 
-from deployments.models import Deployment
 from enginesim.config import FIX_FIELDS
 from investigations import live
 from investigations.models import Decision, Investigation, TimelineEvent
 from postmortems import tasks as postmortem_tasks
 from postmortems.models import Export
-from probes.models import Target, TargetKind
 from tests.browser import support
 from tests.browser.support import CYCLE_S, Beat, await_tree_refresh, section
 from tests.conftest import PASSWORD, require_service
+from tests.support import builders
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -69,10 +68,9 @@ class Worker:
 
 
 @pytest.fixture
-def deployment(team, simulator):
-    deployment = Deployment.objects.create(team=team, name="atlas-sim", model_name="atlas-140b")
-    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
-        Target.objects.create(deployment=deployment, kind=kind, url=simulator.base + path)
+def deployment(make_deployment, simulator):
+    deployment = make_deployment("atlas-sim", model_name="atlas-140b")
+    builders.targets(deployment, simulator.base)
     return deployment
 
 

@@ -17,10 +17,8 @@ import pytest
 from django.urls import reverse
 
 from atlas_console.management.commands.bootstrap_demo import register_drill_range
-from deployments.models import Deployment
 from drills import actions as drill_actions
 from investigations import actions
-from probes.models import Target, TargetKind
 from tests.browser.conftest import Simulator
 from tests.browser.support import (
     Beat,
@@ -32,6 +30,7 @@ from tests.browser.support import (
     outside_origin,
     theme_report,
 )
+from tests.support import builders
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,10 +40,9 @@ ELIMINATE_REASON = "SM clocks are at the full 1,410 MHz on every rank; nothing i
 
 
 @pytest.fixture
-def deployment(team, simulator):
-    deployment = Deployment.objects.create(team=team, name="atlas-sim", model_name="atlas-140b")
-    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
-        Target.objects.create(deployment=deployment, kind=kind, url=simulator.base + path)
+def deployment(make_deployment, simulator):
+    deployment = make_deployment("atlas-sim", model_name="atlas-140b")
+    builders.targets(deployment, simulator.base)
     return deployment
 
 

@@ -24,7 +24,6 @@ import re
 import pytest
 
 from atlas_console.management.commands.bootstrap_demo import register_drill_range
-from deployments.models import Deployment
 from drills.models import Drill
 from investigations import actions
 from investigations.models import Investigation
@@ -37,6 +36,7 @@ from tests.browser.support import (
     outside_origin,
     section,
 )
+from tests.support import builders
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -74,7 +74,7 @@ def beat(simulator, clock, drill_range):
 def real_investigation(team, commander):
     """A real incident whose record uses the drill's phrase: the kind filter must tell them
     apart."""
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     investigation = actions.open_investigation(
         deployment=deployment, symptom="high-ttft", user=commander, title=REAL_TITLE
     )

@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deployments import budget as b
-from deployments.models import Deployment
 
 ATLAS = b.Budget()
 
@@ -77,6 +76,5 @@ def test_bad_constants_are_refused():
 
 
 @pytest.mark.django_db
-def test_a_deployment_row_carries_the_atlas_budget_by_default(team):
-    deployment = Deployment.objects.create(team=team, name="atlas")
+def test_a_deployment_row_carries_the_atlas_budget_by_default(deployment):
     assert b.Budget.of(deployment) == ATLAS

@@ -14,10 +14,10 @@ them for the run to count at all.
 
 from __future__ import annotations
 
-from deployments.models import Deployment
 from investigations import actions
 from probes.cycles import cycle_start
 from probes.models import Observation, Poll, Target, TargetKind
+from tests.support import builders
 from tests.support.hostile import hostile_server
 from tests.support.services import (
     celery_beat_args,
@@ -39,10 +39,8 @@ LOGS = ("worker", "beat")
 def test_hung_slow_and_huge_targets_do_not_cost_the_good_one_a_cycle(
     transactional_db, team, commander, private_redis, tmp_path
 ):
-    deployment = Deployment.objects.create(
-        team=team, name="atlas-bad-targets", poll_interval_s=INTERVAL_S
-    )
-    control = Deployment.objects.create(team=team, name="atlas-control", poll_interval_s=INTERVAL_S)
+    deployment = builders.deployment(team, "atlas-bad-targets", poll_interval_s=INTERVAL_S)
+    control = builders.deployment(team, "atlas-control", poll_interval_s=INTERVAL_S)
     for polled in (deployment, control):  # polls run for deployments under investigation
         actions.open_investigation(deployment=polled, symptom="high-ttft", user=commander)
     # The default probe timeout (8 s) is longer than the poll interval on purpose.

@@ -17,11 +17,11 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.urls import reverse
 
-from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Decision, Investigation, TimelineEvent
 from teams.models import Membership, Role
 from tests.conftest import PASSWORD, require_service
+from tests.support import builders
 from tests.support.services import wait_until
 
 NODE = "router-latency"
@@ -30,7 +30,7 @@ ROUNDS = 5
 
 @pytest.fixture
 def investigation(transactional_db, team, commander) -> Investigation:
-    deployment = Deployment.objects.create(team=team, name="atlas-race")
+    deployment = builders.deployment(team, "atlas-race")
     return actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
 
 

@@ -36,17 +36,15 @@ import json, os
 from django.test import Client
 from django.contrib.auth import get_user_model
 from investigations import actions
-from deployments.models import Deployment
-from probes.models import Target, TargetKind
+from probes.models import TargetKind
 from teams.models import Membership, Role, Team
+from tests.support import builders
 
 team = Team.objects.create(name="Atlas serving")
 user = get_user_model().objects.create_user(username="cora", password="x" * 20)
 Membership.objects.create(team=team, user=user, role=Role.COMMANDER)
-deployment = Deployment.objects.create(team=team, name="atlas-pg-fault", poll_interval_s=2)
-Target.objects.create(
-    deployment=deployment, kind=TargetKind.ENGINE, url=os.environ["FAULT_ENGINE_URL"]
-)
+deployment = builders.deployment(team, "atlas-pg-fault", poll_interval_s=2)
+builders.target(deployment, TargetKind.ENGINE, os.environ["FAULT_ENGINE_URL"])
 investigation = actions.open_investigation(
     deployment=deployment, symptom="high-ttft", user=user
 )

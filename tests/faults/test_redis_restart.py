@@ -12,10 +12,10 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations import actions
 from probes.models import Observation, Poll, Target, TargetKind
 from tests.faults.conftest import session_cookie
+from tests.support import builders
 from tests.support.hostile import hostile_server
 from tests.support.services import (
     celery_beat_args,
@@ -42,9 +42,7 @@ def _polls(target) -> int:
 def test_pages_say_paused_while_redis_is_down_and_polling_resumes_by_itself(
     transactional_db, team, commander, private_redis, tmp_path
 ):
-    deployment = Deployment.objects.create(
-        team=team, name="atlas-broker-fault", poll_interval_s=INTERVAL_S
-    )
+    deployment = builders.deployment(team, "atlas-broker-fault", poll_interval_s=INTERVAL_S)
     investigation = actions.open_investigation(
         deployment=deployment, symptom="high-ttft", user=commander
     )

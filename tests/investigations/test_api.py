@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations.models import ApiToken, Investigation, TimelineEvent
 from investigations.tokens import create_token
+from tests.support import builders
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_open_read_and_decide_through_the_api(client, deployment, token):
 def test_a_token_never_reaches_another_teams_investigation(
     client, other_team, outsider, deployment, token
 ):
-    theirs = Deployment.objects.create(team=other_team, name="theirs")
+    theirs = builders.deployment(other_team, "theirs")
     investigation = Investigation.objects.create(
         team=other_team, deployment=theirs, symptom="gpu-oom"
     )

@@ -8,14 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations import actions
 from investigations.models import TimelineEvent
 from investigations.tasks import poll_and_evaluate
-from probes.models import Target, TargetKind
+from tests.support import builders
 
 
 def _advance(base: str, seconds: float) -> None:
@@ -32,9 +31,8 @@ def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
         SimDeployment("long-prefill-itl", seed=0, clock=SimClock("manual"))
     ).start_in_thread()
     base = f"http://127.0.0.1:{server.ports['main']}"
-    deployment = Deployment.objects.create(team=team, name="atlas-sim")
-    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
-        Target.objects.create(deployment=deployment, kind=kind, url=base + path)
+    deployment = builders.deployment(team, "atlas-sim")
+    builders.targets(deployment, base)
     investigation = actions.open_investigation(
         deployment=deployment, symptom="itl-spikes", user=commander
     )
@@ -67,9 +65,8 @@ def test_auto_apply_rules_decide_for_the_team_but_never_over_a_person(team, comm
         SimDeployment("long-prefill-itl", seed=0, clock=SimClock("manual"))
     ).start_in_thread()
     base = f"http://127.0.0.1:{server.ports['main']}"
-    deployment = Deployment.objects.create(team=team, name="atlas-sim")
-    for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm/metrics")):
-        Target.objects.create(deployment=deployment, kind=kind, url=base + path)
+    deployment = builders.deployment(team, "atlas-sim")
+    builders.targets(deployment, base)
     auto = actions.open_investigation(deployment=deployment, symptom="itl-spikes", user=commander)
     manual = actions.open_investigation(deployment=deployment, symptom="itl-spikes", user=commander)
     actions.decide(
@@ -110,7 +107,7 @@ def test_verification_changes_reach_the_timeline_once_per_change(team, commander
     from investigations.models import FixRecord
     from investigations.verification import CriterionResult, VerificationResult
 
-    deployment = Deployment.objects.create(team=team, name="verify")
+    deployment = builders.deployment(team, "verify")
     investigation = actions.open_investigation(
         deployment=deployment, symptom="itl-spikes", user=commander
     )

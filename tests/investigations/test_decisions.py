@@ -3,34 +3,23 @@ silently overwritten."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.urls import reverse
 
-from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Decision, TimelineEvent
-from probes.models import Observation, Target, TargetKind
+from probes.models import Observation
+from tests.support import builders
 
 
 @pytest.fixture
 def investigation(team, commander, frozen_now):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-    )
-    now = frozen_now
-    Observation.objects.bulk_create(
-        Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
-        for n in range(10)
-        for s, v in (
-            ("kv_cache_usage", 0.94),
-            ("preemptions_rate", 0.08),
-            ("ttft_p95", 1.4),
-            ("requests_running", 40),
-        )
-    )
+    deployment = builders.deployment(team)
+    engine = builders.target(deployment)
+    values = {
+        "kv_cache_usage": 0.94, "preemptions_rate": 0.08, "ttft_p95": 1.4, "requests_running": 40,
+    }  # fmt: skip
+    builders.observations(engine, values, at=frozen_now, count=10)
     return actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
 
 

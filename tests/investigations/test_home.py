@@ -8,6 +8,7 @@ from django.urls import reverse
 from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Investigation
+from tests.support import builders
 
 
 def test_active_investigations_show_the_leading_cause_alarm_and_fix(
@@ -70,21 +71,14 @@ def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
 
     from investigations.cycle import evaluate_after_poll
     from investigations.models import FixRecord
-    from probes.models import Observation, Target, TargetKind
 
     now = frozen_now
     calm = {"ttft_p95": 0.35, "kv_cache_usage": 0.7, "preemptions_rate": 0.0, "requests_waiting": 3}
     fixed = {}
     for name, values in (("calm", calm), ("still-full", {**calm, "kv_cache_usage": 0.95})):
-        deployment = Deployment.objects.create(team=team, name=name)
-        engine = Target.objects.create(
-            deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-        )
-        Observation.objects.bulk_create(
-            Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
-            for n in range(120)
-            for s, v in values.items()
-        )
+        deployment = builders.deployment(team, name)
+        engine = builders.target(deployment)
+        builders.observations(engine, values, at=now, count=120)
         investigation = actions.open_investigation(
             deployment=deployment, symptom="high-ttft", user=commander, title=f"TTFT on {name}"
         )

@@ -9,23 +9,19 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations import actions
 from investigations.observations import REUSE_S, load_observations
 from probes.models import Observation, Target, TargetKind
 from probes.store import PollOutcome, record_cycle
+from tests.support import builders
 
 SIGNALS = {"kv_cache_usage": 300, "ttft_p95": 60}
 
 
 def _deployment(team):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-    )
-    dcgm = Target.objects.create(
-        deployment=deployment, kind=TargetKind.DCGM, url="http://10.0.0.5:9400/metrics"
-    )
+    deployment = builders.deployment(team)
+    engine = builders.target(deployment)
+    dcgm = builders.target(deployment, TargetKind.DCGM, "http://10.0.0.5:9400/metrics")
     return deployment, engine, dcgm
 
 

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from deployments.models import Deployment
 from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
-from probes.models import Observation, Target, TargetKind
+from probes.models import Observation, TargetKind
+from tests.support import builders
 
 
 def test_each_signal_is_loaded_over_its_own_window(team, django_assert_max_num_queries, frozen_now):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-    )
-    logs = Target.objects.create(
-        deployment=deployment, kind=TargetKind.LOG_HTTP, url="http://10.0.0.5/logs"
-    )
+    deployment = builders.deployment(team)
+    engine = builders.target(deployment)
+    logs = builders.target(deployment, TargetKind.LOG_HTTP, "http://10.0.0.5/logs")
     now = frozen_now
     hours_ago = now - timedelta(hours=20)
     Observation.objects.bulk_create(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.urls import reverse
 
 from investigations.models import Investigation
-from probes.models import Observation, Target, TargetKind
+from probes.models import Target, TargetKind
+from tests.support import builders
 
 
 def _open(client, deployment, symptom="high-ttft"):
@@ -46,19 +45,12 @@ def test_an_unknown_symptom_is_refused(client_for, commander, deployment):
 def test_the_page_shows_the_tree_evaluated_from_stored_observations(
     client_for, commander, viewer, outsider, deployment, frozen_now
 ):
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-    )
-    now = frozen_now
+    engine = builders.target(deployment)
     values = {
         "ttft_p95": 1.4, "requests_waiting": 47, "requests_running": 40,
         "kv_cache_usage": 0.94, "preemptions_rate": 0.08,
     }  # fmt: skip
-    Observation.objects.bulk_create(
-        Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
-        for n in range(10)
-        for s, v in values.items()
-    )
+    builders.observations(engine, values, at=frozen_now, count=10)
     _open(client_for(commander), deployment)
     investigation = Investigation.objects.get()
     page = client_for(viewer).get(reverse("investigations:detail", args=[investigation.id]))

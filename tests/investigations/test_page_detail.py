@@ -14,13 +14,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from deployments.budget import Budget
-from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evaluation import expected_values
 from investigations.evidence import frozen_evidence
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.panels import budget_rows
 from probes.models import Observation, Target, TargetKind
+from tests.support import builders
 
 NORMAL = {
     "ttft_p95": 0.35, "kv_cache_usage": 0.70, "preemptions_rate": 0.0, "requests_waiting": 3,
@@ -76,7 +76,7 @@ def incident(team, commander, now):
     ended with the fix."""
     t0 = now - timedelta(minutes=25)
     fix_at = t0 + timedelta(minutes=3)
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     engine = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics",
         last_polled_at=now, last_success_at=now,

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from deployments.models import Deployment
 from investigations import actions
 from probes.models import Observation, Target, TargetKind
+from tests.support import builders
 
 # Walkthrough 1, ten seconds after the first scrape: the preemption counter has not moved.
 GAUGES = {"kv_cache_usage": 0.95, "requests_running": 40, "requests_waiting": 46}
@@ -24,7 +24,7 @@ WINDOWED = {
 
 
 def _open(team, commander, now, waiting: float):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     engine = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics",
         last_polled_at=now, last_success_at=now,

@@ -10,11 +10,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations import actions
 from probes import observe
 from probes.models import Poll, Target, TargetKind
 from probes.parsing.logevents import FollowerState
+from tests.support import builders
 from tests.support.samples import SAMPLES, samples_absent
 
 REAL = SAMPLES / "real" / "vllm_logs"
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(samples_absent(REAL), reason="shared real sample
 
 @pytest.mark.django_db
 def test_unrecognised_log_lines_are_on_the_page(team, commander, client_for):
-    deployment = Deployment.objects.create(team=team, name="gpt-oss")
+    deployment = builders.deployment(team, "gpt-oss")
     now = timezone.now()
     log = Target.objects.create(
         deployment=deployment, kind=TargetKind.LOG_HTTP, url="http://127.0.0.1:9/logs",
@@ -47,7 +47,7 @@ def test_unrecognised_log_lines_are_on_the_page(team, commander, client_for):
 
 @pytest.mark.django_db
 def test_no_panel_when_every_line_was_recognised(team, commander, client_for):
-    deployment = Deployment.objects.create(team=team, name="healthy")
+    deployment = builders.deployment(team, "healthy")
     now = timezone.now()
     log = Target.objects.create(
         deployment=deployment, kind=TargetKind.LOG_HTTP, url="http://127.0.0.1:9/logs"

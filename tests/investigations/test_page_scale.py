@@ -14,13 +14,13 @@ import yaml
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
 from investigations import actions, live
 from investigations.charts import MAX_POINTS
 from investigations.evidence import frozen_evidence
 from investigations.models import FixRecord, Investigation
 from investigations.playbook import parse_playbook, playbooks
 from probes.models import Observation, Target, TargetKind
+from tests.support import builders
 
 SYMPTOM = "synthetic-fifty"
 STEP_S = 5
@@ -122,7 +122,7 @@ def build_record(team, user, *, observations: int = 50_000, symptom: str = SYMPT
     now), an investigation opened two hours ago with decisions, a confirmed cause and its
     fix: everything the page draws."""
     now = timezone.now().replace(microsecond=0)
-    deployment = Deployment.objects.create(team=team, name=name)
+    deployment = builders.deployment(team, name)
     engine = Target.objects.create(
         deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics",
         last_polled_at=now, last_success_at=now,

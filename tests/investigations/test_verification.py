@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from deployments.budget import Budget
-from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
@@ -17,7 +16,8 @@ from investigations.observations import load_observations, signals_of
 from investigations.playbook import playbooks
 from investigations.tasks import poll_and_evaluate
 from investigations.verification import verification_signals, verify
-from probes.models import Target, TargetKind
+from probes.models import TargetKind
+from tests.support import builders
 
 ATLAS = Budget()
 FIX = playbooks()["high-ttft"].node("kv-cache-pressure").fix
@@ -92,8 +92,8 @@ def test_the_alarm_criterion_holds_after_the_simulators_fix_and_not_without(team
     base = f"http://127.0.0.1:{server.ports['main']}"
     playbook = playbooks()["itl-spikes"]
     fix = playbook.node("oversized-prefill-chunks").fix
-    deployment = Deployment.objects.create(team=team, name="atlas-sim")
-    Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/metrics")
+    deployment = builders.deployment(team, "atlas-sim")
+    builders.targets(deployment, base, [TargetKind.ENGINE])
     start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
     try:
         cycle = start
@@ -165,8 +165,8 @@ def test_kv_pressure_fix_verifies_through_the_probes_and_not_applying_it_fails(t
     ).start_in_thread()
     base = f"http://127.0.0.1:{server.ports['main']}"
     playbook = playbooks()["high-ttft"]
-    deployment = Deployment.objects.create(team=team, name="atlas-sim")
-    Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/metrics")
+    deployment = builders.deployment(team, "atlas-sim")
+    builders.targets(deployment, base, [TargetKind.ENGINE])
     start = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
     cycle = start
     try:

@@ -16,6 +16,7 @@ from enginesim.deployment import SimClock
 from enginesim.server import SimServer
 from investigations.evaluation import Evaluation, NodeResult
 from tests.matrix.cases import DCGM, ENGINE, LOG, Case
+from tests.support import builders
 
 POLL_S = 15
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -91,7 +92,6 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     and analysed by the analysis task, cycles stored by the poll task, evaluation as the
     investigation page shows it."""
     from artifacts.tasks import collect_artifacts
-    from deployments.models import Deployment
     from investigations import actions, live
     from investigations.tasks import poll_and_evaluate
     from probes.models import Target, TargetKind
@@ -99,7 +99,7 @@ def via_celery(name: str, case: Case, team, user) -> dict[str, Evaluation]:
     kinds = {ENGINE: TargetKind.ENGINE, DCGM: TargetKind.DCGM, LOG: TargetKind.LOG_HTTP}
     out = {}
     with simulator(name) as base:
-        deployment = Deployment.objects.create(team=team, name=f"sim-{name}"[:100], **case.budget)
+        deployment = builders.deployment(team, f"sim-{name}"[:100], **case.budget)
         for path in case.targets:
             Target.objects.create(deployment=deployment, kind=kinds[path], url=base + path)
         for path in case.artifacts:

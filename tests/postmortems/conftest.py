@@ -22,12 +22,12 @@ from datetime import timedelta
 
 import pytest
 
-from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
-from probes.models import Observation, Target, TargetKind
+from probes.models import Observation, TargetKind
 from tests.conftest import require_service
+from tests.support import builders
 
 STEP_S = 30
 NORMAL = {
@@ -85,18 +85,14 @@ def _alarm(investigation, when, firing: bool, measured: float) -> None:
 
 
 @pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-prod", model_name="atlas-140b")
+def deployment(make_deployment):
+    return make_deployment(model_name="atlas-140b")
 
 
 @pytest.fixture
 def observations(deployment, t0):
-    engine = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
-    )
-    prom = Target.objects.create(
-        deployment=deployment, kind=TargetKind.PROMETHEUS, url="http://10.0.0.9:9090"
-    )
+    engine = builders.target(deployment)
+    prom = builders.target(deployment, TargetKind.PROMETHEUS, "http://10.0.0.9:9090")
     storm = (t0 - timedelta(minutes=3), t0 + timedelta(minutes=16))
     rows = []
     at = t0 - timedelta(minutes=10)

@@ -24,11 +24,6 @@ LINE = (
 )
 
 
-@pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-gpu-host")
-
-
 def test_log_paths_must_resolve_inside_a_root(tmp_path):
     root = tmp_path / "logs"
     root.mkdir()

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from probes.models import Observation, Target, TargetKind
+from probes.models import Observation, TargetKind
 from probes.tasks import poll_deployment
+from tests.support import builders
 
 START = datetime(2026, 1, 5, 8, 0, 0, tzinfo=UTC)
 
@@ -37,14 +37,9 @@ def _advance(base: str, seconds: float) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_engine_dcgm_and_log_targets_over_three_cycles(team, sim):
-    deployment = Deployment.objects.create(team=team, name="atlas-sim")
-    engine, dcgm, logs = (
-        Target.objects.create(deployment=deployment, kind=kind, url=sim + path)
-        for kind, path in (
-            (TargetKind.ENGINE, "/metrics"),
-            (TargetKind.DCGM, "/dcgm/metrics"),
-            (TargetKind.LOG_HTTP, "/logs"),
-        )
+    deployment = builders.deployment(team, "atlas-sim")
+    engine, dcgm, logs = builders.targets(
+        deployment, sim, (TargetKind.ENGINE, TargetKind.DCGM, TargetKind.LOG_HTTP)
     )
     cycles = [START + timedelta(seconds=15 * n) for n in range(3)]
     for cycle in cycles:

@@ -16,11 +16,6 @@ CYCLE = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
 
 
 @pytest.fixture
-def deployment(team):
-    return Deployment.objects.create(team=team, name="atlas-staging")
-
-
-@pytest.fixture
 def server():
     with hostile_server() as base:
         yield base

@@ -544,11 +544,11 @@ def test_promql_braces_and_escaped_quotes_in_templates_are_left_alone():
 def test_a_prometheus_target_is_polled_with_its_configured_queries(prometheus, team):
     from datetime import UTC, datetime
 
-    from deployments.models import Deployment as AtlasDeployment
     from probes.models import Observation, Poll, Target, TargetKind
     from probes.tasks import poll_deployment
+    from tests.support import builders
 
-    deployment = AtlasDeployment.objects.create(team=team, name="atlas-prom")
+    deployment = builders.deployment(team, "atlas-prom")
     target = Target.objects.create(
         deployment=deployment,
         kind=TargetKind.PROMETHEUS,

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deployments.models import Deployment
 from investigations.models import Investigation
-from probes.models import Observation, Poll, Target, TargetKind
+from probes.models import Observation, Poll, TargetKind
 from probes.retention import prune
 from probes.series import downsample, load_series
+from tests.support import builders
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -44,10 +44,8 @@ def test_downsampling_is_bounded_ordered_and_keeps_extremes(values, max_points):
 
 @pytest.fixture
 def target(team):
-    deployment = Deployment.objects.create(team=team, name="atlas-retention")
-    return Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:9/metrics"
-    )
+    deployment = builders.deployment(team, "atlas-retention")
+    return builders.target(deployment, TargetKind.ENGINE, "http://127.0.0.1:9/metrics")
 
 
 def _store(target, at, value=1.0):

@@ -6,21 +6,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deployments.models import Deployment
 from probes.cycles import cycle_start
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
+from tests.support import builders
 
 CYCLE = datetime(2026, 11, 30, 12, 0, 5, tzinfo=UTC)
 
 
 @pytest.fixture
 def targets(team):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
+    deployment = builders.deployment(team)
     return [
-        Target.objects.create(
-            deployment=deployment, kind=TargetKind.ENGINE, url=f"http://127.0.0.1:81{i}/metrics"
-        )
+        builders.target(deployment, TargetKind.ENGINE, f"http://127.0.0.1:81{i}/metrics")
         for i in range(3)
     ]
 
@@ -115,7 +113,7 @@ def test_failures_are_visible_on_the_target(targets):
 
 
 def test_a_cycle_costs_a_bounded_number_of_queries(team, django_assert_max_num_queries):
-    deployment = Deployment.objects.create(team=team, name="atlas-fleet")
+    deployment = builders.deployment(team, "atlas-fleet")
     many = Target.objects.bulk_create(
         Target(deployment=deployment, kind=TargetKind.ENGINE, url=f"http://127.0.0.1:9/{i}")
         for i in range(60)

@@ -6,16 +6,14 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from deployments.models import Deployment
-from probes.models import Target, TargetKind
+from tests.support import builders
 
 
 @pytest.fixture
-def deployment(team):
-    deployment = Deployment.objects.create(team=team, name="atlas-prod", model_name="atlas-70b")
-    Target.objects.create(
-        deployment=deployment,
-        kind=TargetKind.ENGINE,
+def deployment(make_deployment):
+    deployment = make_deployment(model_name="atlas-70b")
+    builders.target(
+        deployment,
         url="http://127.0.0.1:8100/metrics",
         last_polled_at=timezone.now(),
         last_error_at=timezone.now(),

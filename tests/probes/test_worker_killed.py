@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 import pytest
 from kombu import Connection
 
-from deployments.models import Deployment
 from investigations.models import Investigation
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.tasks import poll_deployment
+from tests.support import builders
 from tests.support.hostile import hostile_server
 from tests.support.workers import broker_for, celery_worker, wait_for
 
@@ -33,7 +33,7 @@ def _pool_children(pid: int) -> list[int]:
 @pytest.mark.django_db(transaction=True)
 def test_a_poll_killed_mid_flight_is_redelivered_and_stored_once(team, tmp_path):
     url, options, worker_env = broker_for("redis", tmp_path)
-    deployment = Deployment.objects.create(team=team, name="atlas-killed")
+    deployment = builders.deployment(team, "atlas-killed")
     Investigation.objects.create(team=team, deployment=deployment, symptom="high-ttft")
     with hostile_server() as base:
         fast = Target.objects.create(

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from deployments.models import Deployment
 from investigations import actions
 from investigations.models import Decision, Investigation
 from review.models import ReviewComment
 from tests.review.conftest import closed_incident
+from tests.support import builders
 
 ROLES = ["anonymous", "outsider", "viewer", "responder", "commander"]
 READ = {"anonymous": 302, "outsider": 404, "viewer": 200, "responder": 200, "commander": 200}
@@ -173,6 +173,6 @@ def test_statistics_pick_among_several_teams(client_for, commander, other_team):
     from teams.models import Membership
 
     Membership.objects.create(team=other_team, user=commander, role="viewer")
-    Deployment.objects.create(team=other_team, name="x")
+    builders.deployment(other_team, "x")
     page = client_for(commander).get(reverse("review:stats"), {"team": other_team.pk})
     assert f'<option value="{other_team.pk}" selected>' in page.content.decode()

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from deployments.models import Deployment
 from investigations.models import Investigation
 from review import actions as review_actions
 from review import search
 from tests.review.conftest import closed_incident
+from tests.support import builders
 
 
 @pytest.fixture
 def incidents(deployment, commander, other_team, outsider, django_capture_on_commit_callbacks):
-    theirs = Deployment.objects.create(team=other_team, name="their-prod")
+    theirs = builders.deployment(other_team, "their-prod")
     with django_capture_on_commit_callbacks(execute=True):
         made = {
             "title": closed_incident(

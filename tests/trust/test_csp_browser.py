@@ -13,12 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from artifacts.models import Artifact
-from deployments.models import Deployment
 from investigations import actions
 from postmortems.models import Export, Postmortem
-from probes.models import Target, TargetKind
+from probes.models import TargetKind
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 - fixtures
 from tests.conftest import PASSWORD
+from tests.support import builders
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -34,10 +34,8 @@ document.addEventListener("securitypolicyviolation", function (e) {
 @pytest.fixture
 def incident(team, commander, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:9/metrics"
-    )
+    deployment = builders.deployment(team)
+    builders.target(deployment, TargetKind.ENGINE, "http://127.0.0.1:9/metrics")
     investigation = actions.open_investigation(
         deployment=deployment, symptom="high-ttft", user=commander
     )

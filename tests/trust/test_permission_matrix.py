@@ -43,6 +43,7 @@ from postmortems.models import ActionItem, Export, Postmortem, PostmortemVersion
 from probes.models import Target, TargetKind
 from review.models import ReviewComment
 from teams.models import Membership, Role
+from tests.support import builders
 
 ANON, OUTSIDER, VIEWER, RESPONDER, COMMANDER = (
     "anonymous",
@@ -367,10 +368,8 @@ def fast_passwords(settings):
 @pytest.fixture
 def world(team, other_team, commander, responder, viewer, outsider, settings, tmp_path) -> World:
     settings.MEDIA_ROOT = tmp_path / "media"
-    deployment = Deployment.objects.create(team=team, name="atlas-prod")
-    target = Target.objects.create(
-        deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:8100/metrics"
-    )
+    deployment = builders.deployment(team)
+    target = builders.target(deployment, TargetKind.ENGINE, "http://127.0.0.1:8100/metrics")
     investigation = Investigation.objects.create(
         team=team, deployment=deployment, symptom="high-ttft", opened_by=commander
     )
@@ -409,7 +408,7 @@ def world(team, other_team, commander, responder, viewer, outsider, settings, tm
     export.file.save("postmortem.md", ContentFile(b"# Postmortem\n"))
     drill_range = DrillRange.objects.create(
         team=team,
-        deployment=Deployment.objects.create(team=team, name="drill-range"),
+        deployment=builders.deployment(team, "drill-range"),
         simulator_url="http://127.0.0.1:9",  # discard port: nothing listens
     )
     drill = Drill.objects.create(

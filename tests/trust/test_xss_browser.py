@@ -30,7 +30,6 @@ from artifacts import actions as artifact_actions
 from artifacts import safepickle
 from artifacts.models import Artifact, Source
 from artifacts.tasks import analyse_artifact
-from deployments.models import Deployment
 from investigations import actions, live
 from investigations.evidence import frozen_evidence
 from investigations.models import Investigation
@@ -42,6 +41,7 @@ from postmortems.models import SECTIONS, ActionItem, Export
 from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 (fixtures)
+from tests.support import builders
 from tests.support.hostile import _Handler, hostile_server
 from tests.support.samples import CHROME_TRACES, MEMORY_SNAPSHOTS
 from tests.support.verification import verification_as
@@ -130,7 +130,7 @@ class World:
         Membership.objects.create(team=self.team, user=self.commander, role=Role.COMMANDER)
         self.hostile_user = users.objects.create_user(username=IMG, password="x" * 20)
         Membership.objects.create(team=self.team, user=self.hostile_user, role=Role.RESPONDER)
-        self.deployment = Deployment.objects.create(team=self.team, name=f"prod {SHORT}"[:100])
+        self.deployment = builders.deployment(self.team, f"prod {SHORT}"[:100])
         for kind, path in ((TargetKind.ENGINE, "/metrics"), (TargetKind.DCGM, "/dcgm")):
             Target.objects.create(deployment=self.deployment, kind=kind, url=engine_url + path)
         Target.objects.create(
