@@ -126,6 +126,8 @@ def _verification_event(investigation: Investigation, state) -> TimelineEvent | 
         return None  # a fresh fix starts pending; recording the fix already said so
     failing = [c.title for c in state.verification.criteria if c.holds is False]
     detail = f" ({'; '.join(failing)} not holding)" if failing and now_state == "failing" else ""
+    if now_state == "unattributable":
+        detail = f": {state.verification.note}"
     return TimelineEvent(
         investigation=investigation,
         kind="verification",

@@ -54,7 +54,10 @@ def current_state(
     if fix is not None:
         # One read for the tree and the verification: each reduces over its own window.
         since_fix = verification_signals(
-            playbook.node(fix.node).fix, applied_at=fix.applied_at.timestamp(), now=now.timestamp()
+            playbook.node(fix.node).fix,
+            applied_at=fix.applied_at.timestamp(),
+            now=now.timestamp(),
+            alarm=playbook.alarm,
         )
         for signal, window in since_fix.items():
             wanted[signal] = max(window, wanted.get(signal, 0))
@@ -122,4 +125,5 @@ def _verification(investigation, playbook, fix, observations, now):
         applied_at=fix.applied_at.timestamp(),
         now=now.timestamp(),
         params=fix.parameters,
+        alarm=playbook.alarm,
     )

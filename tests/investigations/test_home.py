@@ -80,8 +80,15 @@ def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
         engine = Target.objects.create(
             deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics"
         )
+        # The incident (TTFT over target) until the fix 25 minutes ago, then its values: a
+        # recovery that came before the fix would not be the fix's (verification).
         Observation.objects.bulk_create(
-            Observation(target=engine, taken_at=now - timedelta(seconds=15 * n), signal=s, value=v)
+            Observation(
+                target=engine,
+                taken_at=now - timedelta(seconds=15 * n),
+                signal=s,
+                value=1.4 if s == "ttft_p95" and n > 100 else v,
+            )
             for n in range(120)
             for s, v in values.items()
         )
