@@ -16,7 +16,7 @@ from django.utils import timezone
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
-from investigations import actions, history, live
+from investigations import actions, history, live, panels
 from investigations.history import backfill_jobs
 from investigations.models import Investigation
 from investigations.playbook import get_playbook
@@ -85,9 +85,21 @@ def test_opening_backfills_the_window_from_a_real_prometheus(
     assert all(value > 0.05 for _, value in rows), rows  # the slow router, before the open
     # Evaluated at the very instant of opening, before any live poll: the router check
     # already has a span of data behind it.
-    state = live.current_state(Investigation.objects.get(pk=investigation.pk), now=opened)
+    fresh = Investigation.objects.get(pk=investigation.pk)
+    playbook = get_playbook("high-ttft")
+    state = live.current_state(
+        fresh, now=opened, extra_signals=panels.chart_signals(fresh, playbook, opened)
+    )
     (router,) = state.result.find("router-latency").checks
     assert router.measured is not None and router.measured > 0.05, router
+    # ... and the span rules see the backfilled points as what they are: samples over time.
+    assert router.samples == len(rows)
+    assert router.span_s == (rows[-1][0] - rows[0][0]).total_seconds() >= 4
+    # The page's chart of that check draws the minutes before the open.
+    cards = panels.evidence_cards(fresh, playbook, state.result, state.observations, opened)
+    (chart,) = next(c for c in cards if c["key"] == "router-latency")["charts"]
+    drawn = [x for trace in chart["figure"]["data"] for x in trace["x"]]
+    assert len(drawn) == len(rows) and max(drawn) < opened.timestamp() * 1000
 
 
 @pytest.mark.django_db
