@@ -134,7 +134,11 @@ def stabilise(
             shown = (stored.get(node.key) or {}).get("shown") or {}
             parameters = {k: float(shown.get(k, v)) for k, v in fix.parameters.items()}
             template = playbook.node(node.key).fix
-            if template is not None:
+            if parameters == dict(fix.parameters) or template is None:
+                fix = replace(
+                    fix, command=command_for(fix.command, model=model, tp_size=budget.tp_size)
+                )
+            else:
                 fix = replan(template, fix, parameters, budget, result.expected, model=model)
         return replace(node, children=children, fix=fix)
 
