@@ -7,12 +7,14 @@ Retention keeps the light polls of the hour before an open and prunes the rest."
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+import urllib.request
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from deployments.models import Deployment
 from enginesim.deployment import Deployment as SimDeployment
 from enginesim.deployment import SimClock
 from enginesim.server import SimServer
@@ -25,9 +27,11 @@ from probes import retention
 from probes.backfill import RangeJob, backfill
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.policy import fetch_policy
+from probes.tasks import poll_light
 from tests.support.prometheus import prometheus, wait_for_series
 
 ROUTER = "router_forward_p95"
+LIGHT_S = 30
 
 
 def test_jobs_cover_each_prometheus_window_on_the_poll_grid():
@@ -137,3 +141,44 @@ def test_retention_keeps_the_light_polls_of_the_hour_before_an_open(make_deploym
     kept = sorted(Poll.objects.values_list("cycle_at", flat=True))
     assert kept == sorted(before)
     assert sorted(Observation.objects.values_list("taken_at", flat=True)) == sorted(before)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_investigation_opened_after_the_peak_sees_it_from_the_light_polls(team):
+    """Walkthrough 1 over real HTTP: nobody has opened anything while the storm builds, so
+    only the light cadence polls (store-only). Opened two minutes after, the KV check's
+    five-minute window already holds the storm."""
+    server = SimServer(
+        SimDeployment("kv-pressure", seed=0, clock=SimClock("manual"))
+    ).start_in_thread()
+    base = f"http://127.0.0.1:{server.ports['main']}"
+    deployment = Deployment.objects.create(team=team, name="atlas-sim")
+    Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/metrics")
+    start = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+    cycle = start
+    try:
+        while cycle < start + timedelta(seconds=360):  # the ramp, the storm, two minutes more
+            _advance(base, LIGHT_S)
+            cycle += timedelta(seconds=LIGHT_S)
+            poll_light.apply(args=[str(deployment.pk), cycle.isoformat()])
+    finally:
+        server.stop()
+    assert Investigation.objects.count() == 0 and Poll.objects.count() == 12
+    investigation = actions.open_investigation(
+        deployment=deployment, symptom="high-ttft", user=None
+    )
+    state = live.current_state(investigation, now=cycle, gate=False)
+    kv = next(c for c in state.result.find("kv-cache-pressure").checks if c.id == "kv-usage")
+    assert kv.samples == 10 and kv.span_s == 270  # the window's light polls, 30 s apart
+    assert kv.measured is not None and kv.measured >= 0.9, kv  # the storm, before the open
+    assert kv.outcome == "confirm" and state.result.alarm.firing
+    assert state.result.ranking[0] == "kv-cache-pressure"
+
+
+def _advance(base: str, seconds: int) -> None:
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        f"{base}/control/advance?seconds={seconds}", data=b"", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        response.read()
