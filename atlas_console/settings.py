@@ -267,6 +267,11 @@ ATLAS_PROBE_TIMEOUT = env.env_int(ENVIRON, "ATLAS_PROBE_TIMEOUT", 8, minimum=1, 
 ATLAS_RAW_RETENTION_HOURS = env.env_int(
     ENVIRON, "ATLAS_RAW_RETENTION_HOURS", 48, minimum=1, maximum=24 * 365
 )
+# Every enabled target is also polled at this light cadence while no investigation is open,
+# so an investigation opened after the peak still has the minutes before it (0: off).
+ATLAS_LIGHT_POLL_SECONDS = env.env_int(
+    ENVIRON, "ATLAS_LIGHT_POLL_SECONDS", 30, minimum=0, maximum=3600
+)
 # Folders on GPU hosts whose files log_file targets may read; none by default.
 ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_ROOTS")]
 for _root in ATLAS_LOG_FILE_ROOTS:

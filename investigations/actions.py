@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from deployments.models import Deployment
-from investigations import frozen
+from investigations import frozen, history
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import get_playbook
 from investigations.states import STATE_AFTER, node_states
@@ -59,11 +61,16 @@ def open_investigation(
     )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:
+        installed = 0
         for target in Target.objects.select_for_update().filter(
             deployment=deployment, kind=TargetKind.PROMETHEUS
         ):
             target.queries = {**(target.queries or {}), **queries}
             target.save(update_fields=["queries"])
+            installed += 1
+        if installed:
+            # The minutes before the open, from Prometheus's history (investigations.history).
+            transaction.on_commit(partial(history.schedule, investigation.pk))
     return investigation
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Q
 
-from investigations import actions, live
+from investigations import actions, fixplans, live
 from investigations.evaluation import NodeResult
 from investigations.evidence import frozen_evidence
 from investigations.models import Investigation, TimelineEvent
@@ -52,7 +52,7 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
     if not claimed:
         return 0
     investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
-    state = live.current_state(investigation, now=cycle, gate=False)
+    state = live.current_state(investigation, now=cycle, gate=False, stable=False)
     events = []
     firing = state.result.alarm.firing
     if firing is not None and firing != investigation.alarm_firing:
@@ -99,6 +99,10 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
     for node in automatic:
         written += _auto_decide(investigation, node, streaks[node.key])
     suggestions["_streaks"] = streaks
+    # Fix parameters settle over recent cycles: what the page shows and the record keeps.
+    suggestions["_fix"] = fixplans.remember(
+        investigation.last_suggestions.get("_fix"), state.result
+    )
     if state.verification is not None:
         # The home page lists every open investigation; it reads this instead of
         # evaluating each one (the fix it is about, so a newer fix starts as pending).
@@ -126,6 +130,8 @@ def _verification_event(investigation: Investigation, state) -> TimelineEvent | 
         return None  # a fresh fix starts pending; recording the fix already said so
     failing = [c.title for c in state.verification.criteria if c.holds is False]
     detail = f" ({'; '.join(failing)} not holding)" if failing and now_state == "failing" else ""
+    if now_state == "unattributable":
+        detail = f": {state.verification.note}"
     return TimelineEvent(
         investigation=investigation,
         kind="verification",

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from deployments.budget import Budget
+from investigations import fixplans
 from investigations.evaluation import Evaluation, evaluate
 from investigations.gate import backtest
 from investigations.models import FixRecord, Investigation
@@ -39,12 +40,15 @@ def current_state(
     extra_signals: Mapping[str, int] | None = None,
     gate: bool = True,
     reuse: bool = False,
+    stable: bool = True,
 ) -> LiveState:
     """``extra_signals`` (name -> window seconds) ride along in the one observation read;
     ``gate=False`` skips the regression gate's backtest (the per-cycle evaluation never
     shows it); ``reuse`` lets the read come from one made a few seconds earlier when
     nothing was stored since (``load_observations``): the result is the same, and
-    decisions, the fix and the evaluation itself are still read and computed at ``now``."""
+    decisions, the fix and the evaluation itself are still read and computed at ``now``.
+    Fix plans show the parameters the poll cycles settled on (``fixplans``); ``stable=False``
+    gives this instant's raw ones (the cycle that settles them)."""
     playbook = get_playbook(investigation.symptom)
     now = now or timezone.now()
     fix = investigation.fixes.order_by("-applied_at").first()
@@ -54,7 +58,10 @@ def current_state(
     if fix is not None:
         # One read for the tree and the verification: each reduces over its own window.
         since_fix = verification_signals(
-            playbook.node(fix.node).fix, applied_at=fix.applied_at.timestamp(), now=now.timestamp()
+            playbook.node(fix.node).fix,
+            applied_at=fix.applied_at.timestamp(),
+            now=now.timestamp(),
+            alarm=playbook.alarm,
         )
         for signal, window in since_fix.items():
             wanted[signal] = max(window, wanted.get(signal, 0))
@@ -66,6 +73,14 @@ def current_state(
         now.timestamp(),
         decisions=node_states(investigation),
     )
+    if stable:
+        result = fixplans.stabilise(
+            result,
+            (investigation.last_suggestions or {}).get("_fix"),
+            playbook,
+            Budget.of(investigation.deployment),
+            model=investigation.deployment.model_name,
+        )
     verification = _verification(investigation, playbook, fix, observations, now)
     promoted = _gate(investigation, playbook, fix, now) if verification and gate else None
     return LiveState(playbook, result, fix, verification, promoted, observations)
@@ -122,4 +137,5 @@ def _verification(investigation, playbook, fix, observations, now):
         applied_at=fix.applied_at.timestamp(),
         now=now.timestamp(),
         params=fix.parameters,
+        alarm=playbook.alarm,
     )

@@ -77,6 +77,6 @@ def _verification(inv: Investigation, fix_id: str | None) -> str | None:
     stored = (inv.last_suggestions or {}).get("_verification")
     if isinstance(stored, dict) and stored.get("fix") == fix_id:
         state = stored.get("state")
-        if state in ("passing", "failing", "pending"):
+        if state in ("passing", "failing", "pending", "unattributable"):
             return state
     return "pending"

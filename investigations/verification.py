@@ -8,6 +8,13 @@ since then, so a confirming signal that returns even once keeps the fix from pas
 passes only when every criterion holds and the verification window has elapsed; until then it is
 pending, and a criterion with no data keeps it pending rather than passing it, until the
 whole window has passed without that evidence: then it fails.
+
+A fix is credited only with a recovery it could have caused: when the alarm's own
+measurement, over its own window up to the moment the fix was applied, was already under
+the alarm's threshold, what would have passed is ``unattributable`` ("recovered before the
+fix: not attributable"). The incident ended on its own (or something else ended it); the
+fix may still be right, but this recovery is no evidence for it. Without data before the
+fix nothing is claimed either way (absence is not evidence).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from dataclasses import dataclass, replace
 
 from deployments import budget as b
 from investigations.evaluation import Observations, compare, expected_values, reduce, threshold_of
-from investigations.playbook import Fix
+from investigations.playbook import Criterion, Fix
+
+NOT_ATTRIBUTABLE = "recovered before the fix: not attributable"
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,21 @@ class CriterionResult:
 
 @dataclass(frozen=True)
 class VerificationResult:
-    state: str  # pending | passing | failing
+    state: str  # pending | passing | failing | unattributable
     elapsed_s: float
     window_s: int
     criteria: tuple[CriterionResult, ...]
+    # The alarm's measurement up to the fix, when the caller gave the alarm.
+    at_fix: CriterionResult | None = None
+
+    @property
+    def recovered_before_fix(self) -> bool:
+        """The alarm was already clear when the fix was applied (with data to say so)."""
+        return self.at_fix is not None and self.at_fix.holds is False
+
+    @property
+    def note(self) -> str:
+        return NOT_ATTRIBUTABLE if self.recovered_before_fix else ""
 
     @property
     def side_effects(self) -> tuple[CriterionResult, ...]:
@@ -51,7 +71,10 @@ def verify(
     applied_at: float,
     now: float,
     params: Mapping[str, float] | None = None,
+    alarm: Criterion | None = None,
 ) -> VerificationResult:
+    """``alarm`` (the playbook's) lets a recovery that came before the fix be told apart
+    from one the fix made; without it no such claim is made."""
     elapsed = max(0.0, now - applied_at)
     effective = applied_at + fix.settle_s
     after = {
@@ -94,15 +117,48 @@ def verify(
         state = "failing"
     else:
         state = "pending"
-    return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results))
+    at_fix = alarm_at_fix(alarm, budget, observations, applied_at) if alarm else None
+    if state == "passing" and at_fix is not None and at_fix.holds is False:
+        state = "unattributable"
+    return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results), at_fix)
 
 
-def verification_signals(fix: Fix, *, applied_at: float, now: float) -> dict[str, int]:
+def alarm_at_fix(
+    alarm: Criterion, budget: b.Budget, observations: Observations, applied_at: float
+) -> CriterionResult:
+    """The alarm over its own window up to ``applied_at``, from what was seen before it:
+    ``holds`` True if it was firing, False if already clear, None without data."""
+    before = {
+        key: [(labels, [p for p in points if p[0] <= applied_at]) for labels, points in series]
+        for key, series in observations.items()
+    }
+    scope = {
+        **{f"budget.{n}": float(getattr(budget, n)) for n in b.Budget.__dataclass_fields__},
+        **expected_values(budget, before, applied_at),
+    }
+    measured = reduce(alarm.measure, before, applied_at)
+    threshold, _ = threshold_of(alarm.when, scope)
+    holds = (
+        None
+        if measured is None or threshold is None
+        else compare(alarm.when.op, measured, threshold)
+    )
+    title = alarm.title or "The alarm when the fix was applied"
+    return CriterionResult(title, measured, threshold, alarm.when.op, holds)
+
+
+def verification_signals(
+    fix: Fix, *, applied_at: float, now: float, alarm: Criterion | None = None
+) -> dict[str, int]:
     """Signal -> how far back verification must read it: a since-fix criterion needs
-    everything since the fix, however short the measure's own window."""
+    everything since the fix, however short the measure's own window; the alarm (when
+    given) its own window before the fix."""
     since = int(max(now - applied_at, 0)) + 1
     out: dict[str, int] = {}
     for criterion in fix.verify:
         window = since if criterion.over == "since-fix" else criterion.measure.window_s
         out[criterion.measure.signal] = max(window, out.get(criterion.measure.signal, 0))
+    if alarm is not None:
+        signal = alarm.measure.signal
+        out[signal] = max(since + alarm.measure.window_s, out.get(signal, 0))
     return out

@@ -22,7 +22,7 @@ from deployments.budget import (
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
-from investigations import actions, live, panels
+from investigations import actions, fixplans, live, panels
 from investigations.access import get_investigation, investigation_access
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
@@ -212,6 +212,12 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
         node = live.current_state(investigation).result.find(node_key)
         if node.fix is None:
             raise KeyError(node_key)
+        changed = fixplans.changed_since_shown(node.fix.parameters, request.POST)
+        if changed:
+            raise ValueError(
+                f"The suggested fix changed since this page was loaded ({changed}); "
+                "review it and record again."
+            )
         actions.record_fix(
             investigation=investigation,
             node=node_key,

@@ -60,13 +60,14 @@ def prune_raw_data() -> int:
     return retention.prune(timedelta(hours=settings.ATLAS_RAW_RETENTION_HOURS))
 
 
-def enqueue_due(now: datetime, *, http_poll) -> int:
+def enqueue_due(now: datetime, *, http_poll, light_poll=None) -> int:
     """Enqueue the polls due at ``now``, HTTP ones as ``http_poll`` (a task taking the
-    deployment id and the cycle); returns how many were enqueued."""
+    deployment id and the cycle), light ones (no investigation open: store, evaluate
+    nothing) as ``light_poll`` (default ``poll_light``); returns how many were enqueued."""
     count = 0
     for due in due_polls(now):
         if due.has_http_targets:
-            http_poll.apply_async(
+            ((light_poll or poll_light) if due.light else http_poll).apply_async(
                 args=[str(due.deployment_id), due.cycle_at.isoformat()],
                 expires=2 * due.interval_s,  # a stale cycle is worth nothing
             )
@@ -98,14 +99,26 @@ def poll_deployment(self, deployment_id: str, cycle_at: str) -> int:
     return poll_cycle(deployment_id, datetime.fromisoformat(cycle_at), task_id=self.request.id)
 
 
-def poll_cycle(deployment_id, cycle: datetime, *, task_id: str | None = None) -> int:
+@shared_task(name="probes.poll_light", bind=True, **RETRY)
+def poll_light(self, deployment_id: str, cycle_at: str) -> int:
+    """The light cadence (no investigation open): poll one deployment's HTTP targets but
+    Prometheus (its history is backfilled when an investigation opens). Idempotent."""
+    cycle = datetime.fromisoformat(cycle_at)
+    return poll_cycle(deployment_id, cycle, task_id=self.request.id, light=True)
+
+
+def poll_cycle(
+    deployment_id, cycle: datetime, *, task_id: str | None = None, light: bool = False
+) -> int:
     """Poll one deployment's HTTP targets for ``cycle``; returns the polls stored.
+    ``light`` leaves Prometheus targets out (see ``probes.dispatch``).
 
     Idempotent under redelivery: targets are claimed for the task, and a (target, cycle)
     already stored is not fetched again."""
+    kinds = [k for k in HTTP_KINDS if not (light and k == TargetKind.PROMETHEUS)]
     rows = list(
         Target.objects.filter(
-            deployment_id=deployment_id, enabled=True, kind__in=HTTP_KINDS
+            deployment_id=deployment_id, enabled=True, kind__in=kinds
         ).values_list("pk", "deployment__poll_interval_s")
     )
     ids = [pk for pk, _ in rows]

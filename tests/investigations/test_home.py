@@ -71,6 +71,7 @@ def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
 
     from investigations.cycle import evaluate_after_poll
     from investigations.models import FixRecord
+    from probes.models import Observation
 
     now = frozen_now
     calm = {"ttft_p95": 0.35, "kv_cache_usage": 0.7, "preemptions_rate": 0.0, "requests_waiting": 3}
@@ -78,7 +79,18 @@ def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
     for name, values in (("calm", calm), ("still-full", {**calm, "kv_cache_usage": 0.95})):
         deployment = builders.deployment(team, name)
         engine = builders.target(deployment)
-        builders.observations(engine, values, at=now, count=120)
+        # The incident (TTFT over target) until the fix 25 minutes ago, then its values: a
+        # recovery that came before the fix would not be the fix's (verification).
+        Observation.objects.bulk_create(
+            Observation(
+                target=engine,
+                taken_at=now - timedelta(seconds=15 * n),
+                signal=s,
+                value=1.4 if s == "ttft_p95" and n > 100 else v,
+            )
+            for n in range(120)
+            for s, v in values.items()
+        )
         investigation = actions.open_investigation(
             deployment=deployment, symptom="high-ttft", user=commander, title=f"TTFT on {name}"
         )

@@ -57,10 +57,13 @@ def test_sync_repairs_a_wrong_flag(deployment):
 
 
 @pytest.mark.django_db
-def test_only_deployments_with_an_open_investigation_are_dispatched(deployment, team):
+def test_only_deployments_with_an_open_investigation_are_dispatched(deployment, team, settings):
+    """At their own cadence, to poll and evaluate; the light cadence that keeps history
+    before the alarm is off here (tests/probes/test_poll_task.py has it)."""
     from probes.models import Target, TargetKind
     from tests.support.hostile import hostile_server
 
+    settings.ATLAS_LIGHT_POLL_SECONDS = 0
     with hostile_server() as base:
         Target.objects.create(deployment=deployment, kind=TargetKind.ENGINE, url=base + "/ok")
         assert dispatch_polls.apply().get() == 0

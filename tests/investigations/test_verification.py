@@ -61,6 +61,39 @@ def test_it_fails_when_a_criterion_does_not_hold(change):
     assert result.state == "failing"
 
 
+ALARM = playbooks()["high-ttft"].alarm
+
+
+def test_a_recovery_before_the_fix_is_not_attributed_to_it():
+    """The alarm's measurement (p95 TTFT, max over 5 min) was already under the target when
+    the fix was applied: the same clean window after it does not verify the fix."""
+    clear = verify(
+        FIX, ATLAS, _observations(before=0.45), applied_at=APPLIED, now=APPLIED + 900, alarm=ALARM
+    )
+    assert clear.state == "unattributable"
+    assert clear.note == "recovered before the fix: not attributable"
+    assert clear.at_fix.measured == 0.45 and clear.at_fix.holds is False
+    # Still firing when the fix went in: the recovery is the fix's.
+    firing = verify(
+        FIX, ATLAS, _observations(before=1.4), applied_at=APPLIED, now=APPLIED + 900, alarm=ALARM
+    )
+    assert firing.state == "passing" and firing.at_fix.holds is True and firing.note == ""
+    # Nothing seen before the fix: no claim either way (absence is not evidence).
+    unseen = verify(FIX, ATLAS, _observations(), applied_at=APPLIED, now=APPLIED + 900, alarm=ALARM)
+    assert unseen.state == "passing" and unseen.at_fix.holds is None
+    # A fix that does not hold still fails, recovered before it or not.
+    worse = verify(
+        FIX, ATLAS, _observations(before=0.45, kv=0.93), applied_at=APPLIED, now=APPLIED + 900,
+        alarm=ALARM,
+    )  # fmt: skip
+    assert worse.state == "failing"
+
+
+def test_the_alarm_is_read_back_over_its_window_before_the_fix():
+    wanted = verification_signals(FIX, applied_at=APPLIED, now=APPLIED + 600, alarm=ALARM)
+    assert wanted["ttft_p95"] == 601 + ALARM.measure.window_s
+
+
 def test_no_data_is_never_a_pass():
     during = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 300)
     assert during.state == "pending"

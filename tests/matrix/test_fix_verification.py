@@ -16,6 +16,9 @@ from tests.matrix.run import START, open_diagnosis, post, simulator
 
 pytestmark = pytest.mark.slow
 POLL_S = 30
+# Opened (at the case's open_at_s) with the alarm not firing: tp-straggler's one throttled
+# rank stretches p99 ITL to ~99 ms at seed 0, under the 150 ms ceiling, fixed or not.
+CLEAR_AT_FIX = frozenset({"tp-straggler"})
 
 
 def _verify(name: str, apply_fix: bool):
@@ -44,8 +47,9 @@ def _verify(name: str, apply_fix: bool):
             for key, series in diagnosis.observations.items()
         }
         return root.key, verify(
-            template, budget, view, applied_at=applied_at, now=now, params=root.fix.parameters
-        )
+            template, budget, view, applied_at=applied_at, now=now, params=root.fix.parameters,
+            alarm=playbook.alarm,
+        )  # fmt: skip
 
 
 def _engine_value(key: str, value):
@@ -61,4 +65,9 @@ def test_the_suggested_fix_verifies_only_when_applied(name, apply_fix):
     assert cause in scenarios.get(name).causes
     detail = [(c.title, c.measured, c.op, c.threshold, c.holds) for c in result.criteria]
     expected = "passing" if apply_fix else "failing"
+    if apply_fix and name in CLEAR_AT_FIX:
+        # The alarm's own measurement was under its threshold when the fix went in: the
+        # clean window after it is no evidence for the fix (verification.py).
+        assert result.at_fix is not None and result.at_fix.holds is False, result.at_fix
+        expected = "unattributable"
     assert result.state == expected, f"{name} ({cause}): {result.state}: {detail}"

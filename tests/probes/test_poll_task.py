@@ -56,15 +56,55 @@ class Sent:
 
 
 @pytest.mark.django_db
-def test_only_deployments_with_polling_active_are_dispatched(deployment, server):
+def test_idle_deployments_get_the_light_cadence_and_active_ones_their_own(
+    deployment, server, settings
+):
+    """No investigation open: the light cadence, sent as the store-only task (evaluation
+    happens only where an investigation is open), Prometheus left to its own history."""
+    from probes.cycles import cycle_start
+
+    settings.ATLAS_LIGHT_POLL_SECONDS = 30
     _target(deployment, server + "/ok")
-    sent = Sent()
-    assert enqueue_due(timezone.now(), http_poll=sent) == 0
+    now = timezone.now()
+    light, sent = Sent(), Sent()
+    assert enqueue_due(now, http_poll=sent, light_poll=light) == 1
+    assert sent.calls == []
+    ((args, options),) = light.calls
+    assert args == [str(deployment.pk), cycle_start(now, 30).isoformat()]
+    assert options["expires"] == 60
     Deployment.objects.filter(pk=deployment.pk).update(polling_active=True)
-    assert enqueue_due(timezone.now(), http_poll=sent) == 1
+    assert enqueue_due(now, http_poll=sent, light_poll=light) == 1
     ((args, options),) = sent.calls
-    assert args[0] == str(deployment.pk)
+    assert args == [str(deployment.pk), cycle_start(now, deployment.poll_interval_s).isoformat()]
     assert options["expires"] == 2 * deployment.poll_interval_s
+
+
+@pytest.mark.django_db
+def test_light_polling_leaves_prometheus_out_and_can_be_turned_off(deployment, settings):
+    from probes.dispatch import due_polls
+
+    Target.objects.create(
+        deployment=deployment, kind=TargetKind.PROMETHEUS, url="http://127.0.0.1:9"
+    )
+    settings.ATLAS_LIGHT_POLL_SECONDS = 30
+    assert due_polls(timezone.now()) == []  # Prometheus alone: backfilled at open instead
+    _target(deployment, "http://127.0.0.1:9/metrics")
+    assert [d.light for d in due_polls(timezone.now())] == [True]
+    settings.ATLAS_LIGHT_POLL_SECONDS = 0
+    assert due_polls(timezone.now()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_light_poll_stores_the_engine_and_skips_prometheus(deployment, server):
+    from probes.tasks import poll_light
+
+    engine = _target(deployment, server + "/metrics")
+    prom = Target.objects.create(
+        deployment=deployment, kind=TargetKind.PROMETHEUS, url="http://127.0.0.1:9"
+    )
+    assert poll_light.apply(args=[str(deployment.pk), CYCLE.isoformat()]).get() == 1
+    assert list(Poll.objects.values_list("target_id", flat=True)) == [engine.pk]
+    assert not Poll.objects.filter(target=prom).exists()
 
 
 @pytest.mark.django_db
