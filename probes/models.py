@@ -32,7 +32,7 @@ class WorkerHeartbeat(models.Model):
 
 # One choice per entry of the probe-kind registry (probes/kinds.py), named after its
 # value (``TargetKind.LOG_HTTP == "log_http"``); the registry says everything else.
-TargetKind = models.TextChoices(  # type: ignore[misc]
+TargetKind = models.TextChoices(
     "TargetKind", [(k.value.upper(), (k.value, k.label)) for k in kinds.KINDS]
 )
 
