@@ -18,24 +18,21 @@ from deployments.budget import Budget
 from investigations.evaluation import CheckResult, Evaluation, NodeResult, bucket_json, evaluate
 from investigations.observations import series_labels
 from investigations.playbook import Playbook
-from probes import observe
 from probes.collect import fetch_all, query_all
+from probes.kinds import Fetch, ProbeKind, Read, by_option
 from probes.net import FetchPolicy
-from probes.parsing.exposition import ExpositionError
-from probes.parsing.logevents import FollowerState
 
-LOG_READ_LIMIT = 1 << 20
 MAX_CYCLES = 1000
 MAX_UNRECOGNISED_SHOWN = 5
 
 
 @dataclass
 class Endpoint:
-    kind: str  # engine | dcgm | log | prometheus
+    kind: str  # the diagnose option naming its probe kind: engine | dcgm | log | prometheus
     url: str
     index: int
-    history: list = field(default_factory=list)  # engine snapshots for windowed stats
-    follower: FollowerState = field(default_factory=FollowerState)
+    history: list = field(default_factory=list)  # earlier snapshots, for windowed stats
+    previous: dict = field(default_factory=dict)  # the last snapshot (a followed log's state)
     offset: int = 0
     errors: list[str] = field(default_factory=list)
     # Log lines that looked like errors and matched no known event (shown to the user:
@@ -63,7 +60,8 @@ class Diagnosis:
         self.observations: dict[tuple[str, str], dict[str, list]] = defaultdict(
             lambda: defaultdict(list)
         )
-        self.queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
+        # What a PromQL kind's endpoints evaluate: the measures that carry a query.
+        self.queries = {m.signal: m.promql for m in playbook.measures() if m.promql is not None}
         self.artifacts: list[dict] = []
         self.artifact_errors: dict[str, str] = {}
 
@@ -76,7 +74,7 @@ class Diagnosis:
     def cycle(self, now: float | None = None) -> None:
         """Poll every endpoint once (concurrently) and keep what they said."""
         now = time.time() if now is None else now
-        scraped = [e for e in self.endpoints if e.kind != "prometheus"]
+        scraped = [e for e in self.endpoints if by_option(e.kind).fetch is not Fetch.PROMQL]
         requests = [(str(e.index), self._url(e)) for e in scraped]
         for fetched, endpoint in zip(fetch_all(requests, self.policy), scraped, strict=True):
             if fetched.error is not None:
@@ -86,7 +84,7 @@ class Diagnosis:
         jobs = [
             (str(e.index), name, e.url, promql)
             for e in self.endpoints
-            if e.kind == "prometheus"
+            if by_option(e.kind).fetch is Fetch.PROMQL
             for name, promql in self.queries.items()
         ]
         by_index = {str(e.index): e for e in self.endpoints}
@@ -95,34 +93,30 @@ class Diagnosis:
             if queried.error is not None:
                 endpoint.errors.append(f"{queried.name}: {queried.error}")
                 continue
-            seen = observe.observe_prometheus([(queried.name, queried.result)])
-            self._add("prometheus", endpoint, now, seen.observations)
+            kind = by_option(endpoint.kind)
+            seen = _observer(kind)(_read([(queried.name, queried.result)], now))
+            self._add(kind.source.name, endpoint, now, seen.observations)
 
     def _url(self, endpoint: Endpoint) -> str:
-        if endpoint.kind == "log":
-            sep = "&" if "?" in endpoint.url else "?"
-            return f"{endpoint.url}{sep}offset={endpoint.offset}&limit={LOG_READ_LIMIT}"
-        return endpoint.url
+        return by_option(endpoint.kind).url(endpoint.url, endpoint.offset)
 
     def _observe(self, endpoint: Endpoint, result, now: float) -> None:
+        """One fetched body through its kind's observer, as the Celery path does: the
+        windowed history and a followed log's state are what the poll rows would hold."""
+        kind = by_option(endpoint.kind)
+        read = _read(result.body, now, self.window_s, endpoint.history, endpoint.previous)
         try:
-            if endpoint.kind == "engine":
-                seen = observe.observe_engine(result.body, endpoint.history, now, self.window_s)
-                endpoint.history = [*endpoint.history, (now, seen.snapshot)][-64:]
-            elif endpoint.kind == "dcgm":
-                seen = observe.observe_dcgm(result.body)
-            else:
-                when = datetime.fromtimestamp(now, tz=UTC)
-                endpoint.follower, seen = observe.observe_log(endpoint.follower, result.body, when)
-                room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
-                endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
-                header = result.headers.get("x-log-next-offset")
-                endpoint.offset = int(header) if header else endpoint.offset + len(result.body)
-        except (ExpositionError, ValueError) as exc:
+            seen = _observer(kind)(read)
+        except ValueError as exc:  # every parser's "unusable" error is a ValueError
             endpoint.errors.append(f"unusable response: {exc}")
             return
-        source = {"engine": "engine", "dcgm": "dcgm", "log": "log"}[endpoint.kind]
-        self._add(source, endpoint, now, seen.observations)
+        endpoint.history = [*endpoint.history, (now, seen.snapshot)][-64:]
+        endpoint.previous = seen.snapshot
+        room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
+        endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
+        if kind.follows:
+            endpoint.offset = kind.next_offset(endpoint.offset, result.body, result.headers)
+        self._add(kind.source.name, endpoint, now, seen.observations)
 
     def add_artifact(self, label: str, analysis: dict, now: float | None = None) -> None:
         """An analysed profiler artifact's signals as evidence at ``now`` (source artifact)."""
@@ -137,6 +131,23 @@ class Diagnosis:
             for key, series in self.observations.items()
         }
         return evaluate(self.playbook, self.budget, view, time.time() if now is None else now)
+
+
+def _observer(kind: ProbeKind):
+    if kind.observe is None:  # diagnose only offers kinds that have one
+        raise ValueError(f"{kind.value} targets are not observed by a poll")
+    return kind.observe
+
+
+def _read(body, now: float, window_s: float = 60.0, history=(), previous=None) -> Read:
+    return Read(
+        body,
+        at=datetime.fromtimestamp(now, tz=UTC),
+        epoch=now,
+        window_s=window_s,
+        history=history,
+        previous=previous or {},
+    )
 
 
 def run(

@@ -21,8 +21,8 @@ from typing import Any
 from deployments import budget as b
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
-from investigations.signals import companions, signal_kind
 from probes.parsing.logevents import UNRECOGNISED
+from probes.vocabulary import companions, signal_kind
 
 Point = tuple[float, float]
 # (source, signal) -> [(labels text "k=v,k=v", points sorted by time)]
@@ -71,7 +71,7 @@ class Evidence:
     behind a histogram's mean."""
 
     value: float | None
-    kind: str = "gauge"  # gauge | rate | quantile | mean | summary (signals.signal_kind)
+    kind: str = "gauge"  # gauge | rate | quantile | mean | summary (vocabulary.signal_kind)
     first_at: float | None = None
     last_at: float | None = None
     samples: int = 0

@@ -18,22 +18,14 @@ from django.db import NotSupportedError
 from django.db.models import CharField, FloatField, Func, Q, Subquery
 from django.db.models.functions import Cast
 
-from probes.models import Observation, Target, TargetKind
-
-SOURCE_OF_KIND = {
-    TargetKind.ENGINE: "engine",
-    TargetKind.SGLANG_INFO: "sglang_info",
-    TargetKind.DCGM: "dcgm",
-    TargetKind.NVML: "nvml",
-    TargetKind.PROMETHEUS: "prometheus",
-    TargetKind.LOG_HTTP: "log",
-    TargetKind.LOG_FILE: "log",
-}
+from probes.kinds import kind_of, observed_values
+from probes.models import Observation, Target
+from probes.vocabulary import aggregate_only
 
 
 def series_labels(source: str, target_key: str, labels: str) -> str | None:
     """The labels a series is known by in the view, or None to leave it out."""
-    if source == "engine" and labels:
+    if labels and aggregate_only(source):
         return None
     return f"target={target_key}" + (f",{labels}" if labels else "")
 
@@ -142,7 +134,7 @@ def load_observations(
             reader(view, deployment_id, windows, now)
     found = []
     for target_id, signal, labels, points in stored:
-        source = SOURCE_OF_KIND[kinds[target_id]]
+        source = kind_of(kinds[target_id]).source.name
         key = series_labels(source, target_id[:8], labels)
         if key is not None:
             found.append((points[0][0], target_id, labels, source, signal, key, points))
@@ -164,15 +156,16 @@ def _targets(deployment_id, *, version: bool = False) -> list[tuple]:
         newest = Observation.objects.order_by("-pk").values("pk")[:1]
         fields += ["last_polled_at", Subquery(newest)]
     return list(
-        Target.objects.filter(deployment_id=deployment_id, kind__in=list(SOURCE_OF_KIND))
+        Target.objects.filter(deployment_id=deployment_id, kind__in=observed_values())
         .order_by("pk")
         .values_list(*fields)
     )
 
 
 def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> list[Stored]:
-    engines = [t[0] for t in targets if t[2] == TargetKind.ENGINE]
-    others = [t[0] for t in targets if t[2] != TargetKind.ENGINE]
+    # An engine's per-rank series are left out here rather than fetched and dropped.
+    aggregated = [t[0] for t in targets if kind_of(t[2]).source.aggregate_only]
+    others = [t[0] for t in targets if not kind_of(t[2]).source.aggregate_only]
     # One term per window and kind of target, each a range on the unique index
     # (target, signal[, labels], taken_at), so the database seeks instead of scanning
     # every row of the deployment's targets (and Django compiles a few terms, not 2 per
@@ -185,8 +178,10 @@ def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> lis
         since = now - timedelta(seconds=window)
         if others:
             condition |= Q(target_id__in=others, signal__in=names, taken_at__gt=since)
-        if engines:
-            condition |= Q(target_id__in=engines, signal__in=names, labels="", taken_at__gt=since)
+        if aggregated:
+            condition |= Q(
+                target_id__in=aggregated, signal__in=names, labels="", taken_at__gt=since
+            )
     rows = Observation.objects.filter(condition, taken_at__lte=now).values_list(
         Cast("target_id", CharField()), "signal", "labels", EpochSeconds("taken_at"), "value"
     )

@@ -20,7 +20,8 @@ from investigations import charts
 from investigations.evaluation import FROM_ENGINE, Evaluation, capacity_source, reduce
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import Measure, Playbook
-from probes.models import Poll, TargetKind
+from probes import kinds
+from probes.models import Poll
 
 # How much of the record before the investigation opened the charts show (the postmortem's
 # alarm chart shows the same), so the onset is on the chart rather than at its edge.
@@ -313,7 +314,7 @@ def unrecognised_log_lines(investigation: Investigation, now: datetime) -> list[
     rows = (
         Poll.objects.filter(
             target__deployment_id=investigation.deployment_id,
-            target__kind__in=[TargetKind.LOG_HTTP, TargetKind.LOG_FILE],
+            target__kind__in=kinds.values(source="log"),
             ok=True,
             cycle_at__gte=since,
             cycle_at__lte=now,

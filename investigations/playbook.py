@@ -32,7 +32,7 @@ from investigations.expressions import (
     ExpressionError,
     compile_expression,
 )
-from investigations.signals import SOURCES, companions, known_signal, signal_kind
+from probes.vocabulary import SOURCES, companions, known_signal, signal_kind
 
 BUDGET_FIELDS = frozenset(Budget.__dataclass_fields__)
 PLAYBOOK_DIR = Path(__file__).resolve().parent / "playbooks"
@@ -82,7 +82,7 @@ class Measure:
 
     def companions(self) -> list[Measure]:
         """What evaluation reads to know how much the value rests on (its span, its
-        bucket, its count: ``signals.companions``), so loaders fetch them with it."""
+        bucket, its count: ``vocabulary.companions``), so loaders fetch them with it."""
         return [
             Measure(signal, self.source, "last", self.window_s)
             for signal in companions(self.source, self.signal).values()

@@ -29,6 +29,7 @@ from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
 from investigations.playbook import get_playbook
 from probes import actions as probe_actions
+from probes import kinds
 from probes.forms import TargetForm
 from probes.models import Target, TargetKind
 from teams.models import Role
@@ -132,7 +133,7 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
     context["has_profiler_targets"] = any(
         t.kind == TargetKind.PROFILER and t.enabled for t in context["targets"]
     )
-    if any(t.kind in (TargetKind.LOG_HTTP, TargetKind.LOG_FILE) for t in context["targets"]):
+    if any(t.kind in kinds.values(source="log") for t in context["targets"]):
         context["unrecognised_log_lines"] = panels.unrecognised_log_lines(
             granted.obj, timezone.now()
         )

@@ -4,7 +4,8 @@ import re
 
 from django import forms
 
-from probes.models import HOST_KINDS, HTTP_KINDS, ON_DEMAND_KINDS, Target, TargetKind
+from probes.kinds import Needs, kind_of
+from probes.models import Target
 from probes.net import ProbeError, validate_url
 
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -56,9 +57,12 @@ class TargetForm(forms.ModelForm):
     )
 
     def clean(self) -> dict:
+        """Each field the kind's registry entry ``needs`` must be given; queries are kept
+        only for a kind that evaluates them."""
         data = super().clean()
-        kind = data.get("kind")
-        if kind in HTTP_KINDS + ON_DEMAND_KINDS:
+        value = data.get("kind")
+        needs = kind_of(value).needs if value else frozenset()
+        if Needs.URL in needs:
             url = data.get("url", "")
             if not url:
                 self.add_error("url", "This kind of target is read over HTTP: give its URL.")
@@ -67,18 +71,20 @@ class TargetForm(forms.ModelForm):
                     validate_url(url)
                 except ProbeError as exc:
                     self.add_error("url", exc.message)
-        if kind in HOST_KINDS and not data.get("host_queue"):
+        if Needs.HOST_QUEUE in needs and not data.get("host_queue"):
             self.add_error(
                 "host_queue", "Name the Celery queue of the worker running on that GPU host."
             )
-        if kind == "log_file" and not str(data.get("path", "")).startswith("/"):
+        if Needs.PATH in needs and not str(data.get("path", "")).startswith("/"):
             self.add_error("path", "Give the log file's absolute path on the GPU host.")
         try:
             queries = parse_queries(data.get("queries_text") or "")
         except forms.ValidationError as exc:
             self.add_error("queries_text", exc)
         else:
-            if kind == TargetKind.PROMETHEUS and not queries:
-                self.add_error("queries_text", "A Prometheus target needs at least one query.")
-            self.instance.queries = queries if kind == TargetKind.PROMETHEUS else {}
+            if Needs.QUERIES in needs and not queries:
+                self.add_error(
+                    "queries_text", "This kind of target evaluates PromQL: give at least one query."
+                )
+            self.instance.queries = queries if Needs.QUERIES in needs else {}
         return data

@@ -6,6 +6,8 @@ import uuid
 
 from django.db import models
 
+from probes import kinds
+
 
 class WorkerHeartbeat(models.Model):
     """One row per beat tick that a worker executed.
@@ -28,28 +30,17 @@ class WorkerHeartbeat(models.Model):
         return f"{self.hostname} at {self.recorded_at:%H:%M:%S}"
 
 
-class TargetKind(models.TextChoices):
-    ENGINE = "engine", "Engine /metrics (vLLM or SGLang)"
-    SGLANG_INFO = "sglang_info", "SGLang /server_info"
-    PROMETHEUS = "prometheus", "Prometheus HTTP API"
-    DCGM = "dcgm", "dcgm-exporter /metrics"
-    LOG_HTTP = "log_http", "Engine log over HTTP (offset)"
-    LOG_FILE = "log_file", "Engine log file on a worker host"
-    NVML = "nvml", "NVML on a GPU host"
-    PROFILER = "profiler", "Profiler artifact endpoint (collected on request)"
-
-
-# Kinds fetched over HTTP by the shared pollers; the others run on a per-host queue.
-HTTP_KINDS = (
-    TargetKind.ENGINE,
-    TargetKind.SGLANG_INFO,
-    TargetKind.PROMETHEUS,
-    TargetKind.DCGM,
-    TargetKind.LOG_HTTP,
+# One choice per entry of the probe-kind registry (probes/kinds.py), named after its
+# value (``TargetKind.LOG_HTTP == "log_http"``); the registry says everything else.
+TargetKind = models.TextChoices(
+    "TargetKind", [(k.value.upper(), (k.value, k.label)) for k in kinds.KINDS]
 )
-HOST_KINDS = (TargetKind.LOG_FILE, TargetKind.NVML)
+
+# Kinds fetched over HTTP by the shared pollers; the host ones run on a per-host queue.
+HTTP_KINDS = kinds.values(runs=kinds.Runs.POLLER)
+HOST_KINDS = kinds.values(runs=kinds.Runs.HOST)
 # Fetched only when someone asks (a trace or a snapshot is big and perturbs the engine).
-ON_DEMAND_KINDS = (TargetKind.PROFILER,)
+ON_DEMAND_KINDS = kinds.values(runs=kinds.Runs.ON_DEMAND)
 
 
 class Target(models.Model):

@@ -20,21 +20,18 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from probes import logfile, observe, retention
+from probes import retention
 from probes.collect import fetch_all, query_all
 from probes.dispatch import due_polls
-from probes.models import HTTP_KINDS, Poll, Target, TargetKind, WorkerHeartbeat
+from probes.kinds import Fetch, Read, kind_of
+from probes.models import HTTP_KINDS, Poll, Target, WorkerHeartbeat
 from probes.net import ProbeError
-from probes.parsing import nvml_reading
-from probes.parsing.exposition import ExpositionError
-from probes.parsing.sglang_info import ServerInfoError
 from probes.policy import cycle_time_left, fetch_policy
 from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
 
 log = logging.getLogger(__name__)
 HEARTBEAT_RETENTION = timedelta(days=1)
 WINDOW_S = 60.0
-LOG_READ_LIMIT = 1 << 20
 
 
 @shared_task(name="probes.record_heartbeat", bind=True)
@@ -115,7 +112,8 @@ def poll_cycle(
 
     Idempotent under redelivery: targets are claimed for the task, and a (target, cycle)
     already stored is not fetched again."""
-    kinds = [k for k in HTTP_KINDS if not (light and k == TargetKind.PROMETHEUS)]
+    # Light polls skip PromQL targets: their Prometheus keeps its own history.
+    kinds = [k for k in HTTP_KINDS if not (light and kind_of(k).fetch is Fetch.PROMQL)]
     rows = list(
         Target.objects.filter(
             deployment_id=deployment_id, enabled=True, kind__in=kinds
@@ -153,30 +151,12 @@ def poll_host_target(self, target_id: str, cycle_at: str) -> int:
 
 
 def _host_outcome(target: Target, cycle: datetime) -> PollOutcome:
+    kind = kind_of(target.kind)
     started = time.monotonic()
+    if kind.read_here is None:
+        return _unsupported(target, {"target_id": target.pk})
     try:
-        if target.kind == TargetKind.NVML:
-            seen = observe.observe_nvml(nvml_reading.read_gpus())
-            return PollOutcome(
-                target_id=target.pk,
-                ok=True,
-                latency_s=time.monotonic() - started,
-                snapshot=seen.snapshot,
-                observations=seen.observations,
-            )
-        if target.kind == TargetKind.LOG_FILE:
-            chunk = logfile.read_chunk(
-                target.path,
-                0 if target.log_offset < 0 else target.log_offset,
-                LOG_READ_LIMIT,
-                settings.ATLAS_LOG_FILE_ROOTS,
-            )
-            base = {
-                "target_id": target.pk,
-                "latency_s": time.monotonic() - started,
-                "size_bytes": len(chunk.data),
-            }
-            return _log_outcome(target, chunk.data, chunk.next_offset, cycle, base)
+        here = kind.read_here(target.path, target.log_offset, settings.ATLAS_LOG_FILE_ROOTS)
     except ProbeError as error:
         return PollOutcome(
             target_id=target.pk,
@@ -186,7 +166,10 @@ def _host_outcome(target: Target, cycle: datetime) -> PollOutcome:
             error=str(error),
             transient=error.transient,
         )
-    return _unsupported(target, {"target_id": target.pk})
+    base = {"target_id": target.pk, "latency_s": time.monotonic() - started}
+    if here.size is not None:
+        base["size_bytes"] = here.size
+    return _observed(target, here.body, cycle, [], base, here.next_offset)
 
 
 def poll_targets(targets: list[Target], cycle: datetime, *, budget_s: float | None = None) -> int:
@@ -196,8 +179,9 @@ def poll_targets(targets: list[Target], cycle: datetime, *, budget_s: float | No
     if not targets:
         return 0
     policy = fetch_policy(budget_s=budget_s)
-    prometheus = [t for t in targets if t.kind == TargetKind.PROMETHEUS]
-    scraped = [t for t in targets if t.kind != TargetKind.PROMETHEUS]
+    fetched_as = {t.pk: kind_of(t.kind).fetch for t in targets}
+    prometheus = [t for t in targets if fetched_as[t.pk] is Fetch.PROMQL]
+    scraped = [t for t in targets if fetched_as[t.pk] is not Fetch.PROMQL]
     fetched = {f.key: f for f in fetch_all([(str(t.pk), _url(t)) for t in scraped], policy)}
     history = _history(scraped, cycle)
     outcomes = [_outcome(t, fetched[str(t.pk)], history.get(t.pk, []), cycle) for t in scraped]
@@ -218,10 +202,10 @@ def _prometheus_outcomes(targets: list[Target], cycle: datetime, policy) -> list
     answers: dict[str, list] = {str(t.pk): [] for t in targets}
     for queried in query_all(jobs, policy, at=cycle.timestamp()):
         answers[queried.key].append(queried)
-    return [_prometheus_outcome(target, answers[str(target.pk)]) for target in targets]
+    return [_prometheus_outcome(target, answers[str(target.pk)], cycle) for target in targets]
 
 
-def _prometheus_outcome(target: Target, done: list) -> PollOutcome:
+def _prometheus_outcome(target: Target, done: list, cycle: datetime) -> PollOutcome:
     if not done:
         return PollOutcome(
             target_id=target.pk,
@@ -241,7 +225,9 @@ def _prometheus_outcome(target: Target, done: list) -> PollOutcome:
             error=str(first),
             transient=first.transient,
         )
-    seen = observe.observe_prometheus(good)
+    kind = kind_of(target.kind)
+    assert kind.observe is not None  # a Fetch.PROMQL kind has an observer
+    seen = kind.observe(Read(good, at=cycle, epoch=cycle.timestamp()))
     errors = {q.name: str(q.error) for q in done if q.error is not None}
     return PollOutcome(
         target_id=target.pk,
@@ -253,10 +239,7 @@ def _prometheus_outcome(target: Target, done: list) -> PollOutcome:
 
 
 def _url(target: Target) -> str:
-    if target.kind == TargetKind.LOG_HTTP:
-        sep = "&" if "?" in target.url else "?"
-        return f"{target.url}{sep}offset={target.log_offset}&limit={LOG_READ_LIMIT}"
-    return target.url
+    return kind_of(target.kind).url(target.url, target.log_offset)
 
 
 def _history(targets: list[Target], cycle: datetime) -> dict:
@@ -282,22 +265,43 @@ def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOut
         )
     body = fetched.result.body
     base["size_bytes"] = len(body)
+    kind = kind_of(target.kind)
+    following = (
+        kind.next_offset(target.log_offset, body, fetched.result.headers) if kind.follows else None
+    )
+    return _observed(target, body, cycle, history, base, following)
+
+
+def _observed(
+    target: Target,
+    body,
+    cycle: datetime,
+    history: list,
+    base: dict,
+    next_offset: int | None,
+) -> PollOutcome:
+    """What the target's kind observed in ``body``, as this cycle's outcome."""
+    kind = kind_of(target.kind)
+    if kind.observe is None:
+        return _unsupported(target, base)
+    read = Read(
+        body,
+        at=cycle,
+        epoch=cycle.timestamp(),
+        window_s=WINDOW_S,
+        history=history,
+        previous=_previous_snapshot(target, cycle) if kind.follows else {},
+    )
     try:
-        if target.kind == TargetKind.ENGINE:
-            seen = observe.observe_engine(body, history, cycle.timestamp(), WINDOW_S)
-        elif target.kind == TargetKind.DCGM:
-            seen = observe.observe_dcgm(body)
-        elif target.kind == TargetKind.SGLANG_INFO:
-            seen = observe.observe_sglang_info(body)
-        elif target.kind == TargetKind.LOG_HTTP:
-            return _log_outcome(target, body, _next_offset(target, fetched.result), cycle, base)
-        else:
-            return _unsupported(target, base)
-    except (ExpositionError, ServerInfoError) as exc:
+        seen = kind.observe(read)
+    except kind.unusable as exc:
         # "no-engine-series" (EngineScrapeUnusable) says the answer was read but empty.
-        kind = getattr(exc, "kind", "malformed")
-        return PollOutcome(**base, ok=False, error_kind=kind, error=str(exc)[:500])
-    return PollOutcome(**base, ok=True, snapshot=seen.snapshot, observations=seen.observations)
+        error_kind = getattr(exc, "kind", "malformed")
+        return PollOutcome(**base, ok=False, error_kind=error_kind, error=str(exc)[:500])
+    return PollOutcome(
+        **base, ok=True, snapshot=seen.snapshot, observations=seen.observations,
+        log_offset=next_offset,
+    )  # fmt: skip
 
 
 def _unsupported(target: Target, base: dict) -> PollOutcome:
@@ -309,29 +313,12 @@ def _unsupported(target: Target, base: dict) -> PollOutcome:
     )
 
 
-def _next_offset(target: Target, result) -> int:
-    """The simulator and log relays say where the next read starts; otherwise count bytes."""
-    header = result.headers.get("x-log-next-offset")
-    try:
-        return int(header) if header is not None else target.log_offset + len(result.body)
-    except ValueError:
-        return target.log_offset + len(result.body)
-
-
-def _log_outcome(
-    target: Target, data: bytes, next_offset: int, cycle: datetime, base: dict
-) -> PollOutcome:
-    # The follower state (partial line, warm-up seen) continues from the last good poll,
-    # however long ago: "captured after warm-up" must survive a gap in polling.
-    previous = (
+def _previous_snapshot(target: Target, cycle: datetime) -> dict:
+    """The last good poll's snapshot before ``cycle``, however long ago: a followed
+    stream's state (partial line, warm-up seen) must survive a gap in polling."""
+    return (
         Poll.objects.filter(target=target, ok=True, cycle_at__lt=cycle)
         .order_by("-cycle_at")
         .values_list("snapshot", flat=True)
         .first()
     ) or {}
-    state = observe.state_from_json(previous.get("follower"))
-    state, seen = observe.observe_log(state, data, cycle)
-    return PollOutcome(
-        **base, ok=True, snapshot=seen.snapshot, observations=seen.observations,
-        log_offset=next_offset,
-    )  # fmt: skip

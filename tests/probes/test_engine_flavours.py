@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from investigations.signals import known_signal
 from probes import observe
 from probes.parsing.engine import (
     FLAVOURS,
@@ -17,6 +16,7 @@ from probes.parsing.engine import (
     unmapped_families,
 )
 from probes.parsing.exposition import parse_exposition
+from probes.vocabulary import known_signal
 from tests.probes.fixtures.scrapes import vllm_v1_scrape
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from investigations.signals import known_signal
 from probes import observe
 from probes.parsing.engine import (
     KNOWN_ENGINES,
@@ -21,6 +20,7 @@ from probes.parsing.engine import (
     unmapped_families,
 )
 from probes.parsing.exposition import parse_exposition
+from probes.vocabulary import known_signal
 
 _L = 'model_name="Qwen/Qwen3-0.6B",engine_type="trtllm"'
 

@@ -18,6 +18,7 @@ from artifacts.fetch import fetch_and_analyse
 from deployments.budget import Budget
 from investigations.diagnose import Diagnosis, evaluation_json, ranking_lines, run
 from investigations.playbook import PlaybookError, get_playbook, playbooks
+from probes import kinds
 from probes.net import ProbeError, validate_url
 from probes.policy import fetch_policy
 
@@ -29,8 +30,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--symptom", required=True, help=", ".join(sorted(playbooks())))
-        for kind in ("engine", "prometheus", "dcgm", "log"):
-            parser.add_argument(f"--{kind}", action="append", default=[], metavar="URL")
+        for option in kinds.options():  # one per probe kind diagnose can read
+            parser.add_argument(f"--{option}", action="append", default=[], metavar="URL")
         parser.add_argument(
             "--artifact",
             action="append",
@@ -49,13 +50,10 @@ class Command(BaseCommand):
             playbook = get_playbook(options["symptom"])
         except PlaybookError as exc:
             raise CommandError(str(exc)) from None
-        endpoints = [
-            (kind, url) for kind in ("engine", "prometheus", "dcgm", "log") for url in options[kind]
-        ]
+        endpoints = [(option, url) for option in kinds.options() for url in options[option]]
         if not endpoints and not options["artifact"]:
-            raise CommandError(
-                "give at least one --engine, --prometheus, --dcgm, --log URL or --artifact"
-            )
+            named = ", ".join(f"--{option}" for option in kinds.options())
+            raise CommandError(f"give at least one {named} URL or --artifact")
         for _, url in endpoints:
             try:
                 validate_url(url)

@@ -1,0 +1,73 @@
+"""The signals probes record, by source: what a playbook measure may name, and how each
+value is read as evidence.
+
+Owned by the probes, which record the signals (the sources and their patterns are the
+probe kinds' entries in ``probes.kinds``); the playbook loader and the evaluation above
+read it. A typo in a playbook fails when the file loads instead of reading nothing
+forever (a test compares the patterns with what probes/observe.py records on real
+scrapes).
+"""
+
+from __future__ import annotations
+
+import re
+
+from probes.kinds import KINDS, Source, Values
+
+SOURCE_BY_NAME: dict[str, Source] = {k.source.name: k.source for k in KINDS}
+SOURCES: tuple[str, ...] = tuple(SOURCE_BY_NAME)
+
+
+def known_signal(source: str, signal: str) -> bool:
+    found = SOURCE_BY_NAME.get(source)
+    return bool(found and found.signals.match(signal))
+
+
+# What a derived source's value is, for how much data it takes to be evidence
+# (evaluation): a counter's rate over the scrapes so far, a histogram window's quantile
+# (interpolated inside a bucket) or mean (of however many observations there were), or a
+# gauge read as it is. Prometheus answers are read as gauges: its buckets never reach us.
+# A profiler artifact's signal is a summary of the whole artifact (its own span), one
+# value per upload: not a sample of a window.
+SIGNAL_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("rate", re.compile(r"_rate$")),
+    ("quantile", re.compile(r"_p[0-9]{2}$")),
+    ("mean", re.compile(r"_mean$")),
+)
+
+
+def signal_kind(source: str, signal: str) -> str:
+    """rate | quantile | mean | summary | gauge."""
+    found = SOURCE_BY_NAME.get(source)
+    if found is None:
+        return "gauge"
+    if found.values is Values.SUMMARY:
+        return "summary"
+    if found.values is Values.DERIVED:
+        for kind, pattern in SIGNAL_KINDS:
+            if pattern.search(signal):
+                return kind
+    return "gauge"
+
+
+def companions(source: str, signal: str) -> dict[str, str]:
+    """The signals (by role) that say what a derived value rests on, recorded beside it
+    by probes/observe.py: ``span`` (seconds of scrapes behind a rate), ``lo``/``hi`` (the
+    bucket a quantile lies in), ``count`` (observations behind a histogram's mean)."""
+    found = SOURCE_BY_NAME.get(source)
+    if found is None or not found.companions:
+        return {}
+    kind = signal_kind(source, signal)
+    if kind == "rate":
+        return {"span": "scrape_span_s"}
+    if kind == "quantile":
+        return {"lo": f"{signal}_lo", "hi": f"{signal}_hi"}
+    if kind == "mean":
+        return {"count": f"{signal.removesuffix('_mean')}_window_count"}
+    return {}
+
+
+def aggregate_only(source: str) -> bool:
+    """Whether the source's labelled series are per-rank detail left out of the view."""
+    found = SOURCE_BY_NAME.get(source)
+    return bool(found and found.aggregate_only)
