@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from investigations.playbook import Measure
 from probes.series import downsample
+from probes.vocabulary import unit_of, with_unit
 
 Point = tuple[float, float]
 Series = tuple[str, Sequence[Point]]  # (labels text, points sorted by time)
@@ -28,6 +29,9 @@ Series = tuple[str, Sequence[Point]]  # (labels text, points sorted by time)
 MAX_POINTS = 1000
 MAX_TRACES = 16  # a chart with more lines than this is unreadable; the caption says so
 HEIGHT = 230
+MARK_LABEL_SPAN = 0.12  # labels nearer than this share of the x range take another row
+MARK_LABEL_ROWS = 3
+MARK_LABEL_ROW_PX = 13
 
 # The dark theme of static/css/atlas.css, so charts read like the rest of the page.
 THEME = {
@@ -166,6 +170,9 @@ def figure(
     is the hypothesis the chart belongs to, so its own decisions are labelled and other
     nodes' decisions are faint context.
     """
+    signal = measure.signal
+    unit = unit_of(signal)
+    hover_value = "%{y:.1%}" if unit == "fraction" else f"%{{y:.4g}} {unit}".rstrip()
     series = [(n, [p for p in points if math.isfinite(p[1])]) for n, points in series]
     lines, what = derived(measure, series)  # before clipping: rolling values need a lead-in
     lines = [(name, [p for p in points if start <= p[0] <= end]) for name, points in lines]
@@ -188,7 +195,7 @@ def figure(
                 "y": [v for _, v in kept],
                 "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5},
                 "marker": {"size": 4},
-                "hovertemplate": "%{y:.4g}<extra>%{fullData.name}</extra>",
+                "hovertemplate": hover_value + "<extra>%{fullData.name}</extra>",
             }
         )
     shapes: list[dict] = []
@@ -207,11 +214,17 @@ def figure(
         annotations.append(
             {
                 "xref": "paper", "x": 0, "xanchor": "left", "yref": "y", "y": threshold.value,
-                "yanchor": "bottom", "showarrow": False,
-                "text": f"{threshold.label} {threshold.op} {threshold.value:.4g}",
+                # confirm above its line, eliminate below: equal thresholds stay readable
+                "yanchor": "top" if threshold.label == "eliminate" else "bottom",
+                "showarrow": False,
+                "text": f"{threshold.label} {threshold.op} {with_unit(threshold.value, signal)}",
                 "font": {"color": colour, "size": 11},
             }
         )  # fmt: skip
+    # Labels of marks close in time go on successive rows above the plot, so two
+    # decisions a minute apart do not print on top of each other.
+    row_end: list[float] = []
+    min_gap = max(1.0, (end - start) * MARK_LABEL_SPAN)
     for mark in sorted(marks, key=lambda m: m.t):
         if not start <= mark.t <= end:
             continue
@@ -225,9 +238,16 @@ def figure(
             }
         )  # fmt: skip
         if labelled or not node:
+            row = next((r for r, t in enumerate(row_end) if mark.t - t >= min_gap), None)
+            if row is None:
+                row = min(len(row_end), MARK_LABEL_ROWS - 1)
+                if row == len(row_end):
+                    row_end.append(mark.t)
+            row_end[row] = mark.t
             annotations.append(
                 {
                     "xref": "x", "x": x, "yref": "paper", "y": 1, "yanchor": "bottom",
+                    "yshift": row * MARK_LABEL_ROW_PX,
                     "showarrow": False, "text": _plain(mark.label)[:40],
                     "font": {"color": colour, "size": 10},
                 }
@@ -238,16 +258,23 @@ def figure(
         "zerolinecolor": THEME["line"],
         "tickfont": {"color": THEME["muted"]},
     }
+    top = 26 + MARK_LABEL_ROW_PX * max(0, len(row_end) - 1)
+    axis_title = "" if unit == "fraction" else unit  # fractions get % ticks instead
     layout = {
         "height": HEIGHT,
-        "margin": {"l": 56, "r": 12, "t": 26, "b": 32},
+        "margin": {"l": 56, "r": 12, "t": top, "b": 32},
         "showlegend": len(data) > 1,
         "legend": {"orientation": "h", "font": {"color": THEME["muted"], "size": 10}},
         "font": {"color": THEME["text"], "size": 11},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
         "xaxis": {**axis, "type": "date", "range": [round(start * 1000), round(end * 1000)]},
-        "yaxis": {**axis, "rangemode": "tozero" if measure.reduce != "spread" else "normal"},
+        "yaxis": {
+            **axis,
+            "rangemode": "tozero" if measure.reduce != "spread" else "normal",
+            "title": {"text": axis_title, "font": {"color": THEME["muted"], "size": 10}},
+            **({"tickformat": ".0%"} if unit == "fraction" else {}),
+        },
         "shapes": shapes,
         "annotations": annotations,
         "hovermode": "x unified",

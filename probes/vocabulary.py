@@ -71,3 +71,45 @@ def aggregate_only(source: str) -> bool:
     """Whether the source's labelled series are per-rank detail left out of the view."""
     found = SOURCE_BY_NAME.get(source)
     return bool(found and found.aggregate_only)
+
+
+# The unit of a signal's value, read off its name (the probes name what they record that
+# way: ``_pct``, ``_mhz``, ``_mib``, ``_rate`` ...). Ordered: the first match wins, so the
+# specific names come before the general suffixes (``cache_hit_rate`` is a fraction, not
+# a rate per second; ``iteration_tokens_p99`` counts tokens, not seconds). Engine latency
+# histograms (TTFT, ITL, queue, prefill, e2e) are in seconds in every engine's /metrics.
+UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"hit_rate$"), "fraction"),
+    (re.compile(r"_pct$"), "%"),
+    (re.compile(r"_mhz$"), "MHz"),
+    (re.compile(r"_mib$"), "MiB"),
+    (re.compile(r"_bytes_per_s$"), "B/s"),
+    (re.compile(r"_bytes$"), "B"),
+    (re.compile(r"_ms$"), "ms"),
+    (re.compile(r"_c$"), "°C"),
+    (re.compile(r"_w$"), "W"),
+    (re.compile(r"tokens_rate$"), "tokens/s"),
+    (re.compile(r"_rate$"), "/s"),
+    (re.compile(r"tokens_p[0-9]{2}(_lo|_hi)?$"), "tokens"),
+    (re.compile(r"_p[0-9]{2}(_lo|_hi)?$|_mean$|_s$"), "s"),
+    (re.compile(r"usage$"), "fraction"),
+    (re.compile(r"^requests_"), "requests"),
+    (re.compile(r"^log_events$"), "events"),
+)
+
+
+def unit_of(signal: str) -> str:
+    """``ttft_p95`` -> ``s``; ``gpu_sm_clock_mhz`` -> ``MHz``; ``""`` when the name says
+    nothing (a count)."""
+    for pattern, unit in UNITS:
+        if pattern.search(signal):
+            return unit
+    return ""
+
+
+def with_unit(value: float, signal: str) -> str:
+    """A value as a person reads it beside a threshold: ``0.95 fraction`` is ``95 %``."""
+    unit = unit_of(signal)
+    if unit == "fraction":
+        return f"{value * 100:.3g} %"
+    return f"{value:.4g} {unit}".rstrip()

@@ -89,7 +89,7 @@ def test_thresholds_and_marks_are_drawn_with_the_nodes_own_decisions_labelled():
     assert [s["y0"] for s in _shapes(fig, "h")] == [0.15, 0.06]
     assert [s["x0"] for s in _shapes(fig, "v")] == [1_100_000, 1_200_000, 1_300_000, 1_400_000]
     texts = _texts(fig)
-    assert "confirm > 0.15" in texts and "eliminate <= 0.06" in texts
+    assert "confirm > 0.15 s" in texts and "eliminate <= 0.06 s" in texts  # ITL is in seconds
     assert "alarm firing" in texts and "fix strict-chunk-budget" in texts
     assert "confirm oversized-prefill-chunks" in texts
     assert "eliminate gpu-throttling" not in texts  # another node's decision: a faint line
@@ -133,3 +133,44 @@ def test_hostile_values_and_labels_never_reach_the_chart_as_markup_or_invalid_js
     shown = [t["name"] for t in fig["figure"]["data"]] + _texts(fig)
     assert shown and not any("<" in text or ">" in text for text in shown)
     assert fig["figure"]["data"][0]["y"] == [0.2]
+
+
+def test_axes_thresholds_and_hover_carry_the_signals_unit():
+    fig = figure(ITL, [("target=ab12", [(0, 0.05), (10, 0.2)])], start=0, end=10)
+    layout = fig["figure"]["layout"]
+    assert layout["yaxis"]["title"]["text"] == "s"
+    assert fig["figure"]["data"][0]["hovertemplate"].startswith("%{y:.4g} s")
+    kv = Measure("kv_cache_usage", "engine", "max", 300)
+    fig = figure(
+        kv, [("t", [(0, 0.5), (10, 0.97)])], start=0, end=10,
+        thresholds=[Threshold("confirm", ">", 0.9)],
+    )  # fmt: skip
+    layout = fig["figure"]["layout"]
+    assert layout["yaxis"]["tickformat"] == ".0%" and layout["yaxis"]["title"]["text"] == ""
+    assert _texts(fig) == ["confirm > 90 %"]
+    clocks = Measure("gpu_sm_clock_mhz", "dcgm", "spread", 300)
+    assert figure(clocks, [], start=0, end=10)["figure"]["layout"]["yaxis"]["title"]["text"] == (
+        "MHz"
+    )
+
+
+def test_equal_confirm_and_eliminate_thresholds_label_on_opposite_sides_of_the_line():
+    fig = figure(
+        ITL, [("t", [(0, 0.1)])], start=0, end=10,
+        thresholds=[Threshold("confirm", ">", 0.1), Threshold("eliminate", "<=", 0.1)],
+    )  # fmt: skip
+    anchors = {a["text"]: a["yanchor"] for a in fig["figure"]["layout"]["annotations"]}
+    assert anchors == {"confirm > 0.1 s": "bottom", "eliminate <= 0.1 s": "top"}
+
+
+def test_marks_close_in_time_are_labelled_on_separate_rows():
+    marks = [
+        Mark(100.0, "confirm a", "decision", "a"),
+        Mark(110.0, "eliminate b", "decision", "a"),
+        Mark(120.0, "fix c", "fix", "a"),
+        Mark(900.0, "confirm d", "decision", "a"),
+    ]
+    fig = figure(ITL, [], start=0, end=1000, marks=marks, node="a")
+    shifts = {a["text"]: a["yshift"] for a in fig["figure"]["layout"]["annotations"]}
+    assert shifts == {"confirm a": 0, "eliminate b": 13, "fix c": 26, "confirm d": 0}
+    assert fig["figure"]["layout"]["margin"]["t"] == 26 + 2 * 13  # room for three rows
