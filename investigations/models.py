@@ -119,6 +119,13 @@ class TimelineEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    actor_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who, as text that outlives users: a username, or the automation that "
+        "acted (an API token by name, an alert, the automatic rule). Empty on rows written "
+        "before it was stored.",
+    )
     summary = models.CharField(max_length=500)
     data = models.JSONField(default=dict, blank=True)
 
@@ -127,6 +134,13 @@ class TimelineEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.summary}"
+
+    @property
+    def shown_actor(self) -> str:
+        """Who to show: the user's current name, else the stored name, else automation."""
+        if self.actor is not None:
+            return self.actor.get_username()
+        return self.actor_name or "automation"
 
 
 class FixRecord(models.Model):

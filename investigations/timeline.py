@@ -74,6 +74,7 @@ def record_event(
             investigation_id=investigation_id,
             kind=kind,
             actor=who.user,
+            actor_name=who.name[:200],
             summary=summary[:SUMMARY_MAX],
             data=dict(data),
         )

@@ -463,7 +463,13 @@ def load_document(
     start, end = (datetime.fromisoformat(t) for t in facts["window"])
     name = _username
     timeline = [
-        {"at": e.at, "kind": e.kind, "actor": name(e.actor), "summary": e.summary, "data": e.data}
+        {
+            "at": e.at,
+            "kind": e.kind,
+            "actor": name(e.actor) or e.actor_name,  # rows before actor_name: ""
+            "summary": e.summary,
+            "data": e.data,
+        }
         for e in investigation.timeline.select_related("actor").order_by("at", "pk")
     ]
     decisions = [

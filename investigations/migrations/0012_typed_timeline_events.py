@@ -15,6 +15,10 @@ What is recovered, only where the key is missing (a key already there is never c
 * suggestion: ``suggestion`` and ``node`` from "Evidence suggests SUGGESTION NODE (...)";
 * verification: ``state`` from "Verification of KEY STATE".
 
+``actor_name`` is added (who, as text that outlives users, and the name of the automation
+that acted: an API token, an alert); rows before it keep it empty, since an automation's
+name was never stored, and show as before ("automation", or the user).
+
 Summaries are left as they are (they are what people read, and closed postmortems print
 them). Reversing keeps the data: the keys are harmless to the code before this.
 """
@@ -124,6 +128,17 @@ class Migration(migrations.Migration):
                     ("artifact", "Artifact"),
                 ],
                 max_length=32,
+            ),
+        ),
+        migrations.AddField(
+            model_name="timelineevent",
+            name="actor_name",
+            field=models.CharField(
+                blank=True,
+                help_text="Who, as text that outlives users: a username, or the automation "
+                "that acted (an API token by name, an alert, the automatic rule). Empty on rows "
+                "written before it was stored.",
+                max_length=200,
             ),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),

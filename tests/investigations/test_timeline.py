@@ -22,6 +22,7 @@ from investigations.models import Decision, Investigation, TimelineEvent
 from investigations.panels import record_marks
 from investigations.timeline import AUDITED, record_event
 from investigations.tokens import create_token
+from postmortems.record import load_document
 
 pytestmark = pytest.mark.django_db
 
@@ -132,6 +133,10 @@ def test_an_api_decision_names_its_token(client, deployment, commander, team):
     assert response.status_code == 201
     entry = AuditEntry.objects.get(action="decision")
     assert (entry.actor, entry.actor_name) == (None, "API token ci-bot")
+    event = TimelineEvent.objects.get(kind="decision")
+    assert (event.actor, event.shown_actor) == (None, "API token ci-bot")
+    doc = load_document(Investigation.objects.get(pk=opened["id"]))
+    assert [e["actor"] for e in doc["timeline"]] == ["API token ci-bot", "API token ci-bot"]
     assert AuditEntry.objects.get(action="investigation.open").actor_name == "API token ci-bot"
     assert Decision.objects.get().decided_by is None
 
@@ -249,12 +254,12 @@ def test_the_migration_types_old_rows_and_the_record_reads_them(investigation):
     TimelineEvent.objects.bulk_create(old)
     for minutes, event in enumerate(old, start=1):
         TimelineEvent.objects.filter(pk=event.pk).update(at=now + timedelta(minutes=minutes))
-    investigation.timeline.filter(kind="opened").update(data={})
+    investigation.timeline.filter(kind="opened").update(data={}, actor=None, actor_name="")
     backfill_migration.backfill(apps, None)
-    assert investigation.timeline.get(kind="opened").data["opened_by"] == "cora-commander"
+    opened = investigation.timeline.get(kind="opened")
+    assert opened.data["opened_by"] == "cora-commander"  # from the investigation
+    assert opened.shown_actor == "automation"  # a name never stored is not made up
     fired = [e.data["firing"] for e in investigation.timeline.filter(kind="alarm").order_by("at")]
     assert fired == [True, False]
-    from postmortems.record import load_document
-
     breaches = load_document(Investigation.objects.get(pk=investigation.pk))["impact"]
     assert breaches["breach_s"] == pytest.approx(60)
