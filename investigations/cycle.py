@@ -141,8 +141,8 @@ def _verification_event(investigation: Investigation, state) -> Event | None:
     if before.get("fix") != str(state.fix.pk) and now_state == VerificationState.PENDING:
         return None  # a fresh fix starts pending; recording the fix already said so
     failing = [c.title for c in state.verification.criteria if c.holds is False]
-    holding = failing and now_state == VerificationState.FAILING
-    detail = f" ({'; '.join(failing)} not holding)" if holding else ""
+    named = failing and now_state == VerificationState.FAILING
+    detail = f" ({'; '.join(failing)} not holding)" if named else ""
     return Event(
         EventKind.VERIFICATION,
         f"Verification of {state.fix.key} {now_state}{detail}",
