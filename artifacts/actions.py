@@ -22,7 +22,9 @@ from django.utils import timezone
 from artifacts import kinds
 from artifacts.models import Artifact, Source
 from deployments.models import Deployment
-from investigations.models import Investigation, TimelineEvent
+from investigations.choices import EventKind
+from investigations.models import Investigation
+from investigations.timeline import record_event
 
 MAX_NAME = 200
 
@@ -86,11 +88,11 @@ def store(
             artifact.save()
             if investigation is not None:
                 verb = "collected" if source == Source.PROBE else "uploaded"
-                TimelineEvent.objects.create(
-                    investigation=investigation,
-                    kind="artifact",
+                record_event(
+                    investigation,
+                    EventKind.ARTIFACT,
                     actor=user,
-                    summary=f"{artifact.name} {verb} ({size:,} bytes); analysis queued"[:500],
+                    summary=f"{artifact.name} {verb} ({size:,} bytes); analysis queued",
                     data={"artifact": str(artifact.pk)},
                 )
     return artifact

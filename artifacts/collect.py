@@ -15,7 +15,9 @@ from django.utils import timezone
 from artifacts import actions
 from artifacts.models import Artifact, Source
 from artifacts.policy import artifact_fetch_policy
-from investigations.models import Investigation, TimelineEvent
+from investigations.choices import EventKind
+from investigations.models import Investigation
+from investigations.timeline import record_event
 from probes.collect import fetch_all
 from probes.models import Target, TargetKind
 
@@ -63,11 +65,11 @@ def collect_for(
 
 
 def _note(investigation: Investigation, user, target: Target, summary: str) -> None:
-    TimelineEvent.objects.create(
-        investigation=investigation,
-        kind="artifact",
+    record_event(
+        investigation,
+        EventKind.ARTIFACT,
         actor=user,
-        summary=summary[:500],
+        summary=summary,
         data={"target": str(target.pk)},
     )
 

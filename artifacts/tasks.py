@@ -99,12 +99,14 @@ def _summary(analysis: dict) -> str:
 def _note(artifact: Artifact, summary: str) -> None:
     if artifact.investigation_id is None:
         return
-    from investigations.models import TimelineEvent
+    from investigations.choices import EventKind
+    from investigations.timeline import record_event
 
-    TimelineEvent.objects.create(
-        investigation_id=artifact.investigation_id,
-        kind="artifact",
-        summary=f"{artifact.name}: {summary}"[:500],
+    record_event(
+        artifact.investigation_id,
+        EventKind.ARTIFACT,
+        actor=None,
+        summary=f"{artifact.name}: {summary}",
         data={"artifact": str(artifact.pk)},
     )
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from audit.actor import Actor
+
+__all__ = ["Actor", "record"]
+
 
 def record(action: str, **kwargs):
     """See ``audit.log.record`` (imported lazily: this package loads before the models)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import models, transaction
 
+from audit.actor import Actor
 from audit.models import Action, AuditEntry
 
 SUMMARY_MAX = 500
@@ -32,12 +33,16 @@ def record(
     Refuses to run outside a transaction: an entry committed without its action (or an
     action committed without its entry) is exactly what an audit log must never show.
     ``actor`` is the user, or None for automation; ``actor_name`` then says which (an API
-    token's name, an alert). The team comes from the investigation when not given.
+    token's name, an alert). An ``audit.actor.Actor`` may be given instead of both. The
+    team comes from the investigation when not given.
     """
     if not transaction.get_connection().in_atomic_block:
         raise NotInTransaction(f"audit.record({action!r}) must run inside the action's transaction")
     if action not in Action.values:
         raise ValueError(f"unknown audit action {action!r}")
+    if isinstance(actor, Actor):
+        actor_name = actor_name or actor.name
+        actor = actor.user
     if team is None and investigation is not None:
         team = investigation.team_id
     name = actor.get_username() if actor is not None else (actor_name or "automation")

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from investigations.actions import STATE_AFTER
+from investigations.choices import STATE_AFTER, DecisionAction, NodeState
 from investigations.playbook import Hypothesis, Playbook
 
 RIGHT_OUTCOMES = frozenset({"confirmed-true", "eliminated-false"})
@@ -86,7 +86,7 @@ def final_states(decisions: Iterable[DecisionRecord]) -> dict[str, DecisionRecor
 
 
 def outcome(true: bool, state: str) -> str:
-    if state == "open":
+    if state == NodeState.OPEN:
         return "undecided"
     return f"{state}-{'true' if true else 'false'}"
 
@@ -108,8 +108,8 @@ def score(
 
     def visit(node: Hypothesis, depth: int) -> None:
         last = latest.get(node.key)
-        state = STATE_AFTER[last.action] if last else "open"
-        decided = last if state != "open" else None
+        state = STATE_AFTER[last.action] if last else NodeState.OPEN
+        decided = last if state != NodeState.OPEN else None
         true = is_true(node)
         branches.append(
             BranchScore(
@@ -135,7 +135,7 @@ def score(
         (
             d
             for d in sorted(decisions, key=lambda d: d.sequence)
-            if d.action == "confirm" and d.node in truth and d.node in tree_causes
+            if d.action == DecisionAction.CONFIRM and d.node in truth and d.node in tree_causes
         ),
         None,
     )
@@ -145,7 +145,7 @@ def score(
         wrong=sum(1 for b in branches if b.right is False),
         undecided=sum(1 for b in branches if b.right is None),
         missed_causes=tuple(
-            b.key for b in branches if b.is_cause and b.true and b.state != "confirmed"
+            b.key for b in branches if b.is_cause and b.true and b.state != NodeState.CONFIRMED
         ),
         outside_playbook=tuple(sorted(truth - tree_causes)),
         first_correct_confirm_s=(

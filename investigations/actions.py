@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-import audit
+from audit.actor import Actor
 from deployments.models import Deployment
 from investigations import frozen, history
-from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
+from investigations.choices import STATE_AFTER, EventKind, NodeState, VerificationState
+from investigations.models import Decision, FixRecord, Investigation
 from investigations.playbook import get_playbook
-from investigations.states import STATE_AFTER, node_states
+from investigations.states import node_states
+from investigations.timeline import record_event
 from probes.models import Target, TargetKind
 
 
@@ -21,43 +24,40 @@ def open_investigation(
     *,
     deployment: Deployment,
     symptom: str,
-    user,
+    user: Actor | Any | None,
     title: str = "",
     fingerprint: str = "",
     opened_by_text: str = "",
 ) -> Investigation:
     """Open an investigation from a symptom. Its playbook's PromQL is installed on the
     deployment's Prometheus targets, so the next poll cycle already collects it; polling
-    itself starts because the deployment now has an open investigation."""
+    itself starts because the deployment now has an open investigation.
+
+    ``user`` is the ``Actor`` (a user or None is taken as one); ``opened_by_text`` names
+    the opener when it is not the actor's own name (an alert)."""
     playbook = get_playbook(symptom)
-    who = (opened_by_text or (user.get_username() if user else "automation"))[:200]
+    actor = Actor.of(user)
+    who = (opened_by_text or actor.name)[:200]
     investigation = Investigation.objects.create(
         team=deployment.team,
         deployment=deployment,
         symptom=symptom,
         title=title or f"{playbook.title} on {deployment.name}",
-        opened_by=user,
+        opened_by=actor.user,
         opened_by_name=who,
         alert_fingerprint=fingerprint,
         playbook_version=playbook.version,
         playbook_digest=playbook.digest,
         playbook_facts=frozen.playbook_facts(playbook),
     )
-    TimelineEvent.objects.create(
-        investigation=investigation,
-        kind="opened",
-        actor=user,
+    record_event(
+        investigation,
+        EventKind.OPENED,
+        actor=actor if actor.is_person else Actor(None, who),
         summary=f"Opened from symptom {symptom} by {who}",
-        data={"opened_by": who},
-    )
-    audit.record(
-        "investigation.open",
-        actor=user,
-        actor_name=who,
-        investigation=investigation,
-        obj=investigation,
-        summary=f"Opened {investigation.title} ({symptom})",
-        data={"symptom": symptom, "fingerprint": fingerprint},
+        data={"opened_by": who, "symptom": symptom, "fingerprint": fingerprint},
+        audit_summary=f"Opened {investigation.title} ({symptom})",
+        audit_data={"symptom": symptom, "fingerprint": fingerprint},
     )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:
@@ -85,7 +85,7 @@ def decide(
     node: str,
     action: str,
     reason: str,
-    user,
+    user: Actor | Any | None,
     evidence: dict,
     expected_state: str | None = None,
     automatic: bool = False,
@@ -94,8 +94,10 @@ def decide(
 
     Locks the investigation row, so two commanders deciding at once are serialised;
     ``expected_state`` (the state the person saw) turns a silent overwrite into a
-    ``DecisionConflict`` the second person is told about.
+    ``DecisionConflict`` the second person is told about. ``user`` is the ``Actor``: a
+    person, an API token (``Actor.for_token``), or None for the automatic rule.
     """
+    actor = Actor.of(user, name="automatic rule" if automatic else "")
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
     playbook = get_playbook(locked.symptom)
     try:
@@ -106,7 +108,7 @@ def decide(
         raise ValueError(f"unknown action {action!r}")
     if not reason.strip():
         raise ValueError("a decision needs a reason")
-    current = node_states(locked).get(node, "open")
+    current = node_states(locked).get(node, NodeState.OPEN)
     if expected_state is not None and current != expected_state:
         last = locked.decisions.filter(node=node).order_by("-sequence").first()
         who = last.decided_by.get_username() if last and last.decided_by else "someone"
@@ -121,40 +123,39 @@ def decide(
         reason=reason.strip(),
         evidence=evidence,
         automatic=automatic,
-        decided_by=user,
+        decided_by=actor.user,
         sequence=sequence,
     )
-    TimelineEvent.objects.create(
-        investigation=locked,
-        kind="decision",
-        actor=user,
+    record_event(
+        locked,
+        EventKind.DECISION,
+        actor=actor,
         summary=f"{action} {node}: {reason.strip()[:300]}",
-        data={"decision": str(decision.pk), "node": node, "action": action},
-    )
-    audit.record(
-        "decision",
-        actor=user,
-        actor_name="automatic rule" if automatic else "API token",
-        investigation=locked,
+        data={"decision": str(decision.pk), "node": node, "action": action, "automatic": automatic},
         obj=decision,
-        summary=f"{action} {node}: {reason.strip()[:300]}",
-        data={"node": node, "action": action, "automatic": automatic},
+        audit_data={"node": node, "action": action, "automatic": automatic},
     )
     return decision
 
 
 @transaction.atomic
 def record_fix(
-    *, investigation: Investigation, node: str, parameters: dict, user, note: str = ""
+    *,
+    investigation: Investigation,
+    node: str,
+    parameters: dict,
+    user: Actor | Any | None,
+    note: str = "",
 ) -> FixRecord:
     """Record that a confirmed cause's fix was applied; verification starts now."""
+    actor = Actor.of(user)
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
     if locked.status != Investigation.Status.OPEN:
         raise ValueError("this investigation is closed")
     hypothesis = get_playbook(locked.symptom).node(node)
     if hypothesis.fix is None:
         raise ValueError(f"{node} has no fix template")
-    if node_states(locked).get(node) != "confirmed":
+    if node_states(locked).get(node) != NodeState.CONFIRMED:
         raise ValueError(f"confirm {node} before recording its fix")
     fix = FixRecord.objects.create(
         investigation=locked,
@@ -162,29 +163,30 @@ def record_fix(
         key=hypothesis.fix.key,
         parameters=parameters,
         note=note.strip(),
-        applied_by=user,
+        applied_by=actor.user,
     )
     shown = ", ".join(f"{k}={v:g}" for k, v in parameters.items()) or "no parameters"
-    TimelineEvent.objects.create(
-        investigation=locked,
-        kind="fix",
-        actor=user,
+    record_event(
+        locked,
+        EventKind.FIX,
+        actor=actor,
         summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
-        data={"fix": str(fix.pk), "parameters": parameters},
-    )
-    audit.record(
-        "fix",
-        actor=user,
-        investigation=locked,
+        data={
+            "fix": str(fix.pk),
+            "node": node,
+            "key": hypothesis.fix.key,
+            "parameters": parameters,
+        },
         obj=fix,
-        summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
-        data={"node": node, "key": hypothesis.fix.key, "parameters": parameters},
+        audit_data={"node": node, "key": hypothesis.fix.key, "parameters": parameters},
     )
     return fix
 
 
 @transaction.atomic
-def close_investigation(*, investigation: Investigation, user, override: str = "") -> Investigation:
+def close_investigation(
+    *, investigation: Investigation, user: Actor | Any | None, override: str = ""
+) -> Investigation:
     """Close as resolved. The close judges the latest fix's verification itself, as of
     now, and freezes it with the regression gate's backtest and the chart (the record the
     postmortem is rendered from); without a passing verification a commander must say
@@ -194,14 +196,15 @@ def close_investigation(*, investigation: Investigation, user, override: str = "
         raise ValueError("this investigation is already closed")
     now = timezone.now()
     facts = frozen.closing_facts_of(locked, now)
-    verification_state = (facts["verification"] or {}).get("state", "none")
-    if verification_state != "passing" and not override.strip():
+    verification_state = (facts["verification"] or {}).get("state", VerificationState.NONE)
+    passed = verification_state == VerificationState.PASSING
+    if not passed and not override.strip():
         raise ValueError("verification has not passed: give a reason to close anyway")
     fix = locked.fixes.order_by("-applied_at").first()
     locked.status = Investigation.Status.CLOSED
     locked.closed_at = now
     locked.root_cause = fix.node if fix else ""
-    locked.close_override = override.strip() if verification_state != "passing" else ""
+    locked.close_override = override.strip() if not passed else ""
     locked.closing_facts = facts
     locked.save(
         update_fields=["status", "closed_at", "root_cause", "close_override", "closing_facts"]
@@ -211,13 +214,16 @@ def close_investigation(*, investigation: Investigation, user, override: str = "
         if not locked.close_override
         else (f"Closed with override: {locked.close_override[:300]}")
     )
-    TimelineEvent.objects.create(investigation=locked, kind="closed", actor=user, summary=summary)
-    audit.record(
-        "investigation.close_override" if locked.close_override else "investigation.close",
+    record_event(
+        locked,
+        EventKind.CLOSED,
         actor=user,
-        investigation=locked,
-        obj=locked,
         summary=summary,
-        data={"verification": verification_state, "root_cause": locked.root_cause},
+        data={
+            "verification": verification_state,
+            "root_cause": locked.root_cause,
+            "override": bool(locked.close_override),
+        },
+        audit_data={"verification": verification_state, "root_cause": locked.root_cause},
     )
     return locked

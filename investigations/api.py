@@ -18,12 +18,15 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from audit.actor import Actor
 from deployments.models import Deployment
 from investigations import actions, live
+from investigations.choices import EventKind, NodeState
 from investigations.diagnose import evaluation_json
 from investigations.evidence import frozen_evidence
-from investigations.models import Investigation, TimelineEvent
+from investigations.models import Investigation
 from investigations.playbook import PlaybookError, get_playbook, playbooks
+from investigations.timeline import record_event
 from investigations.tokens import authenticate
 
 MAX_BODY = 1024 * 1024
@@ -117,9 +120,8 @@ def open_investigation(request: HttpRequest, token) -> JsonResponse:
     investigation = actions.open_investigation(
         deployment=deployment,
         symptom=symptom,
-        user=None,
+        user=Actor.for_token(token),
         title=_text(data, "title", required=False),
-        opened_by_text=f"API token {token.name}",
     )
     return JsonResponse(_investigation_json(request, investigation), status=201)
 
@@ -146,7 +148,7 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
     except KeyError:
         raise BadRequest(f"{node_key!r} is not a hypothesis of this investigation") from None
     expected = data.get("expected_state")
-    if expected is not None and expected not in ("open", "confirmed", "eliminated"):
+    if expected is not None and expected not in tuple(NodeState):
         raise BadRequest("expected_state must be open, confirmed or eliminated")
     try:
         decision = actions.decide(
@@ -154,7 +156,7 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
             node=node_key,
             action=_text(data, "action", limit=16),
             reason=_text(data, "reason", limit=4000),
-            user=None,
+            user=Actor.for_token(token),
             evidence=frozen_evidence(node),
             expected_state=expected,
         )
@@ -211,9 +213,10 @@ def alertmanager(request: HttpRequest, token) -> JsonResponse:
                 else None
             )
             if existing is not None:
-                TimelineEvent.objects.create(
-                    investigation=existing,
-                    kind="alert",
+                record_event(
+                    existing,
+                    EventKind.ALERT,
+                    actor=Actor.for_token(token),
                     summary=f"Alert {labels.get('alertname', '?')} fired again",
                     data={"labels": labels},
                 )

@@ -14,16 +14,33 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Q
 
 from investigations import actions, fixplans, live
+from investigations.choices import (
+    DecisionAction,
+    EventKind,
+    NodeState,
+    Suggestion,
+    VerificationState,
+)
 from investigations.evaluation import NodeResult
 from investigations.evidence import frozen_evidence
-from investigations.models import Investigation, TimelineEvent
+from investigations.models import Investigation
+from investigations.timeline import record_event
 
 log = logging.getLogger(__name__)
+
+
+class Event(NamedTuple):
+    """A timeline event the cycle will write (``record_event``) once its walk is done."""
+
+    kind: EventKind
+    summary: str
+    data: dict
 
 
 def evaluate_after_poll(deployment_id, cycle: datetime) -> int:
@@ -53,17 +70,16 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
         return 0
     investigation = Investigation.objects.select_related("deployment").get(pk=investigation_id)
     state = live.current_state(investigation, now=cycle, gate=False, stable=False)
-    events = []
+    events: list[Event] = []
     firing = state.result.alarm.firing
     if firing is not None and firing != investigation.alarm_firing:
         alarm = state.result.alarm
         verb = "firing" if firing else "clear"
         events.append(
-            TimelineEvent(
-                investigation=investigation,
-                kind="alarm",
-                summary=f"Alarm {verb}: {alarm.measured:.4g} against {alarm.threshold:.4g}",
-                data={"measured": alarm.measured, "threshold": alarm.threshold},
+            Event(
+                EventKind.ALARM,
+                f"Alarm {verb}: {alarm.measured:.4g} against {alarm.threshold:.4g}",
+                {"firing": firing, "measured": alarm.measured, "threshold": alarm.threshold},
             )
         )
     suggestions: dict = {}
@@ -75,27 +91,27 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
         node = stack.pop()
         suggestions[node.key] = node.suggestion
         stack.extend(node.children)
-        before = investigation.last_suggestions.get(node.key, "inconclusive")
+        before = investigation.last_suggestions.get(node.key, Suggestion.INCONCLUSIVE)
         streaks[node.key] = (
             previous_streaks.get(node.key, 0) + 1 if node.suggestion == before else 1
         )
         needed = state.playbook.node(node.key).auto.get(node.suggestion)
-        if needed and node.state == "open" and streaks[node.key] >= needed:
+        if needed and node.state == NodeState.OPEN and streaks[node.key] >= needed:
             automatic.append(node)
-        if node.suggestion != before and node.state == "open":
+        if node.suggestion != before and node.state == NodeState.OPEN:
             reasons = "; ".join(f"{c.title}: {c.reason}" for c in node.checks)
             events.append(
-                TimelineEvent(
-                    investigation=investigation,
-                    kind="suggestion",
-                    summary=f"Evidence suggests {node.suggestion} {node.key} ({reasons})"[:500],
-                    data={"node": node.key, "suggestion": node.suggestion},
+                Event(
+                    EventKind.SUGGESTION,
+                    f"Evidence suggests {node.suggestion} {node.key} ({reasons})",
+                    {"node": node.key, "suggestion": node.suggestion},
                 )
             )
     verification = _verification_event(investigation, state)
     if verification is not None:
         events.append(verification)
-    TimelineEvent.objects.bulk_create(events)
+    for kind, summary, data in events:
+        record_event(investigation, kind, actor=None, summary=summary, data=data)
     for node in automatic:
         written += _auto_decide(investigation, node, streaks[node.key])
     suggestions["_streaks"] = streaks
@@ -117,7 +133,7 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
     return written + len(events)
 
 
-def _verification_event(investigation: Investigation, state) -> TimelineEvent | None:
+def _verification_event(investigation: Investigation, state) -> Event | None:
     """A verification state change of the latest fix, as a timeline event: the moment it
     first passes is the team's "verified fix" time (review statistics read it)."""
     if state.verification is None:
@@ -126,22 +142,25 @@ def _verification_event(investigation: Investigation, state) -> TimelineEvent | 
     now_state = state.verification.state
     if before.get("fix") == str(state.fix.pk) and before.get("state") == now_state:
         return None
-    if before.get("fix") != str(state.fix.pk) and now_state == "pending":
+    if before.get("fix") != str(state.fix.pk) and now_state == VerificationState.PENDING:
         return None  # a fresh fix starts pending; recording the fix already said so
     failing = [c.title for c in state.verification.criteria if c.holds is False]
-    detail = f" ({'; '.join(failing)} not holding)" if failing and now_state == "failing" else ""
-    if now_state == "unattributable":
+    named = failing and now_state == VerificationState.FAILING
+    detail = f" ({'; '.join(failing)} not holding)" if named else ""
+    if now_state == VerificationState.UNATTRIBUTABLE:
         detail = f": {state.verification.note}"
-    return TimelineEvent(
-        investigation=investigation,
-        kind="verification",
-        summary=f"Verification of {state.fix.key} {now_state}{detail}"[:500],
-        data={"fix": str(state.fix.pk), "state": now_state},
+    return Event(
+        EventKind.VERIFICATION,
+        f"Verification of {state.fix.key} {now_state}{detail}",
+        {"fix": str(state.fix.pk), "state": now_state},
     )
 
 
 def _auto_decide(investigation: Investigation, node: NodeResult, cycles: int) -> int:
-    action = {"confirm": "confirm", "eliminate": "eliminate"}[node.suggestion]
+    action = {
+        Suggestion.CONFIRM: DecisionAction.CONFIRM,
+        Suggestion.ELIMINATE: DecisionAction.ELIMINATE,
+    }[node.suggestion]
     reasons = "; ".join(f"{c.title}: {c.reason}" for c in node.checks)
     try:
         actions.decide(
@@ -151,7 +170,7 @@ def _auto_decide(investigation: Investigation, node: NodeResult, cycles: int) ->
             reason=f"Automatic ({cycles} consecutive cycles): {reasons}"[:4000],
             user=None,
             evidence=frozen_evidence(node),
-            expected_state="open",
+            expected_state=NodeState.OPEN,
             automatic=True,
         )
     except actions.DecisionConflict:

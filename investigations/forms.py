@@ -1,5 +1,6 @@
 from django import forms
 
+from investigations.choices import DecisionAction, NodeState
 from investigations.playbook import playbooks
 
 
@@ -14,10 +15,6 @@ class OpenInvestigationForm(forms.Form):
 
 class DecisionForm(forms.Form):
     node = forms.CharField(max_length=64)
-    action = forms.ChoiceField(
-        choices=[("confirm", "Confirm"), ("eliminate", "Eliminate"), ("reopen", "Reopen")]
-    )
+    action = forms.ChoiceField(choices=DecisionAction.choices())
     reason = forms.CharField(max_length=4000, strip=True)
-    expected_state = forms.ChoiceField(
-        choices=[("open", "open"), ("confirmed", "confirmed"), ("eliminated", "eliminated")]
-    )
+    expected_state = forms.ChoiceField(choices=[(s.value, s.value) for s in NodeState])

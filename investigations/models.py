@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from deployments.models import Deployment
+from investigations.choices import DecisionAction, EventKind
 from teams.models import Team
 
 
@@ -73,17 +74,14 @@ class Decision(models.Model):
     """A person's (or an auto-apply rule's) verdict on one hypothesis, with the evidence
     as it was shown at that moment. Rows are never edited: a later decision supersedes."""
 
-    class Action(models.TextChoices):
-        CONFIRM = "confirm", "Confirm"
-        ELIMINATE = "eliminate", "Eliminate"
-        REOPEN = "reopen", "Reopen"
+    Action = DecisionAction
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     investigation = models.ForeignKey(
         Investigation, on_delete=models.CASCADE, related_name="decisions"
     )
     node = models.CharField(max_length=64)
-    action = models.CharField(max_length=16, choices=Action.choices)
+    action = models.CharField(max_length=16, choices=DecisionAction.choices())
     reason = models.TextField(max_length=4000)
     evidence = models.JSONField(default=dict, help_text="The node's checks, frozen.")
     automatic = models.BooleanField(default=False)
@@ -106,15 +104,27 @@ class Decision(models.Model):
 
 
 class TimelineEvent(models.Model):
-    """What happened, in order: opened, decisions, fixes, verification, closed."""
+    """What happened, in order: opened, decisions, fixes, verification, closed.
+
+    Written only through ``investigations.timeline.record_event``; ``kind`` says what it
+    is and ``data`` what other modules read back (the summary is for people)."""
+
+    Kind = EventKind
 
     investigation = models.ForeignKey(
         Investigation, on_delete=models.CASCADE, related_name="timeline"
     )
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=EventKind.choices())
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who, as text that outlives users: a username, or the automation that "
+        "acted (an API token by name, an alert, the automatic rule). Empty on rows written "
+        "before it was stored.",
     )
     summary = models.CharField(max_length=500)
     data = models.JSONField(default=dict, blank=True)
@@ -124,6 +134,13 @@ class TimelineEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.summary}"
+
+    @property
+    def shown_actor(self) -> str:
+        """Who to show: the user's current name, else the stored name, else automation."""
+        if self.actor is not None:
+            return self.actor.get_username()
+        return self.actor_name or "automation"
 
 
 class FixRecord(models.Model):

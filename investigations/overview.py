@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from investigations.actions import STATE_AFTER
 from investigations.causes import CAUSE_KEYS
+from investigations.choices import STATE_AFTER, NodeState, Suggestion, VerificationState
 from investigations.models import Decision, FixRecord, Investigation
 
 
@@ -50,11 +50,13 @@ def rows(investigations: Iterable[Investigation]) -> list[Row]:
     out = []
     for inv in investigations:
         decided = states.get(inv.pk, {})
-        confirmed = [k for k, s in decided.items() if s == "confirmed" and k in CAUSE_KEYS]
+        confirmed = [k for k, s in decided.items() if s == NodeState.CONFIRMED and k in CAUSE_KEYS]
         suggested = [
             k
             for k, s in (inv.last_suggestions or {}).items()
-            if s == "confirm" and k in CAUSE_KEYS and decided.get(k) != "eliminated"
+            if s == Suggestion.CONFIRM
+            and k in CAUSE_KEYS
+            and decided.get(k) != NodeState.ELIMINATED
         ]
         if inv.root_cause:
             lead, why = inv.root_cause, "root cause"
@@ -77,6 +79,11 @@ def _verification(inv: Investigation, fix_id: str | None) -> str | None:
     stored = (inv.last_suggestions or {}).get("_verification")
     if isinstance(stored, dict) and stored.get("fix") == fix_id:
         state = stored.get("state")
-        if state in ("passing", "failing", "pending", "unattributable"):
+        if state in (
+            VerificationState.PASSING,
+            VerificationState.FAILING,
+            VerificationState.PENDING,
+            VerificationState.UNATTRIBUTABLE,
+        ):
             return state
-    return "pending"
+    return VerificationState.PENDING

@@ -17,6 +17,7 @@ from django.db.models import OuterRef, Subquery
 
 from deployments import budget as b
 from investigations import charts
+from investigations.choices import EventKind
 from investigations.evaluation import FROM_ENGINE, Evaluation, capacity_source, reduce
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import Measure, Playbook
@@ -178,7 +179,7 @@ def record_marks(investigation: Investigation) -> list[charts.Mark]:
     marks = []
     onset = (
         TimelineEvent.objects.filter(
-            investigation=investigation, kind="alarm", summary__startswith="Alarm firing"
+            investigation=investigation, kind=EventKind.ALARM, data__firing=True
         )
         .order_by("at", "pk")
         .values_list("at", flat=True)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from deployments import budget as b
+from investigations.choices import VerificationState
 from investigations.evaluation import Observations, compare, expected_values, reduce, threshold_of
 from investigations.playbook import Criterion, Fix
 
@@ -41,7 +42,7 @@ class CriterionResult:
 
 @dataclass(frozen=True)
 class VerificationResult:
-    state: str  # pending | passing | failing | unattributable
+    state: VerificationState  # pending | passing | failing | unattributable
     elapsed_s: float
     window_s: int
     criteria: tuple[CriterionResult, ...]
@@ -108,18 +109,18 @@ def verify(
     gating = [r for r in results if not r.guard]
     window_over = elapsed >= fix.settle_s + fix.verify_window_s
     if any(r.holds is False for r in gating):
-        state = "failing"
+        state = VerificationState.FAILING
     elif elapsed >= fix.verify_window_s and all(r.holds for r in gating):
-        state = "passing"
+        state = VerificationState.PASSING
     elif window_over and any(r.holds is None for r in gating):
         # A whole window without the evidence a criterion needs (an engine that serves
         # nothing has no TTFT to measure) is not a verified fix.
-        state = "failing"
+        state = VerificationState.FAILING
     else:
-        state = "pending"
+        state = VerificationState.PENDING
     at_fix = alarm_at_fix(alarm, budget, observations, applied_at) if alarm else None
-    if state == "passing" and at_fix is not None and at_fix.holds is False:
-        state = "unattributable"
+    if state == VerificationState.PASSING and at_fix is not None and at_fix.holds is False:
+        state = VerificationState.UNATTRIBUTABLE
     return VerificationResult(state, elapsed, fix.verify_window_s, tuple(results), at_fix)
 
 

@@ -24,6 +24,7 @@ from deployments.budget import (
 )
 from investigations import actions, fixplans, live, panels
 from investigations.access import get_investigation, investigation_access
+from investigations.choices import NodeState, Suggestion
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
@@ -314,7 +315,7 @@ def _page_context(granted) -> dict:
         # stand until someone reopens them.
         "show_fix": top is not None
         and top.fix is not None
-        and (top.state == "confirmed" or top.suggestion == "confirm"),
+        and (top.state == NodeState.CONFIRMED or top.suggestion == Suggestion.CONFIRM),
         "budget_rows": panels.budget_rows(
             budget, state.observations, now.timestamp(), result.expected
         ),

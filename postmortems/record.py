@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
+from investigations.choices import STATE_AFTER, DecisionAction, EventKind, NodeState
 from investigations.gate import rules_yaml
 from postmortems.models import SECTIONS
 
@@ -74,8 +75,8 @@ def build_document(data: RecordInput) -> dict:
         "impact": impact(breaches, data.request_rate),
         "timeline": [_event(e) for e in data.timeline],
         "tree": tree,
-        "eliminated": [n for n in tree if n["state"] == "eliminated"],
-        "confirmed": [n for n in tree if n["state"] == "confirmed"],
+        "eliminated": [n for n in tree if n["state"] == NodeState.ELIMINATED],
+        "confirmed": [n for n in tree if n["state"] == NodeState.CONFIRMED],
         "root_cause": root_cause(inv, playbook, tree, data.fix),
         "fix": fix_section(playbook, data.fix),
         "verification": verification_section(data),
@@ -101,9 +102,9 @@ def alarm_breaches(timeline: Sequence[Mapping[str, Any]], *, end: datetime) -> l
     out: list[dict] = []
     started: Mapping[str, Any] | None = None
     for event in timeline:
-        if event["kind"] != "alarm":
+        if event["kind"] != EventKind.ALARM:
             continue
-        firing = event["summary"].startswith("Alarm firing")
+        firing = bool((event.get("data") or {}).get("firing"))
         if firing and started is None:
             started = event
         elif not firing and started is not None:
@@ -204,7 +205,6 @@ def hypothesis_tree(
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for decision in sorted(decisions, key=lambda d: d["sequence"]):
         by_node.setdefault(decision["node"], []).append(decision)
-    after = {"confirm": "confirmed", "eliminate": "eliminated", "reopen": "open"}
     out: list[dict] = []
     for node in playbook["hypotheses"]:
         history = by_node.get(node["key"], [])
@@ -215,7 +215,7 @@ def hypothesis_tree(
                 "rationale": node["rationale"],
                 "depth": node["depth"],
                 "is_cause": node["is_cause"],
-                "state": after[history[-1]["action"]] if history else "open",
+                "state": STATE_AFTER[history[-1]["action"]] if history else NodeState.OPEN,
                 "decisions": [_decision(d) for d in history],
             }
         )
@@ -230,7 +230,7 @@ def hypothesis_tree(
                     "rationale": "",
                     "depth": 0,
                     "is_cause": True,
-                    "state": after[history[-1]["action"]],
+                    "state": STATE_AFTER[history[-1]["action"]],
                     "decisions": [_decision(d) for d in history],
                 }
             )
@@ -273,14 +273,14 @@ def root_cause(
 ) -> dict | None:
     key = inv.get("root_cause") or (fix["node"] if fix else "")
     if not key:
-        confirmed = [n for n in tree if n["state"] == "confirmed" and n["is_cause"]]
+        confirmed = [n for n in tree if n["state"] == NodeState.CONFIRMED and n["is_cause"]]
         key = confirmed[-1]["key"] if confirmed else ""
     if not key:
         return None
     node = next((n for n in tree if n["key"] == key), None)
     if node is None:
         return {"key": key, "title": key, "rationale": "", "confirmed_by": None}
-    confirming = [d for d in node["decisions"] if d["action"] == "confirm"]
+    confirming = [d for d in node["decisions"] if d["action"] == DecisionAction.CONFIRM]
     return {
         "key": key,
         "title": node["title"],
@@ -463,7 +463,13 @@ def load_document(
     start, end = (datetime.fromisoformat(t) for t in facts["window"])
     name = _username
     timeline = [
-        {"at": e.at, "kind": e.kind, "actor": name(e.actor), "summary": e.summary, "data": e.data}
+        {
+            "at": e.at,
+            "kind": e.kind,
+            "actor": name(e.actor) or e.actor_name,  # rows before actor_name: ""
+            "summary": e.summary,
+            "data": e.data,
+        }
         for e in investigation.timeline.select_related("actor").order_by("at", "pk")
     ]
     decisions = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Case, Value, When
 
+from investigations.choices import EventKind, VerificationState
 from investigations.models import Decision, Investigation, TimelineEvent
 from review import stats
 from review.models import ReviewComment
@@ -27,8 +28,8 @@ def team_statistics(team_id) -> stats.TeamStatistics:
         investigation__team_id=team_id,
         investigation__is_drill=False,
         investigation__status=Investigation.Status.CLOSED,
-        kind="verification",
-        data__state="passing",
+        kind=EventKind.VERIFICATION,
+        data__state=VerificationState.PASSING,
     ).values_list("investigation_id", "at")
     return stats.team_statistics(
         (stats.InvestigationRow(*row) for row in rows),

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from deployments.models import Deployment
+from investigations.choices import DecisionAction, EventKind, VerificationState
 from investigations.models import Decision, FixRecord, Investigation, TimelineEvent
 from investigations.playbook import playbooks
 from postmortems.models import Postmortem, PostmortemVersion
@@ -198,7 +199,15 @@ def _one(rows: _Rows, rng: random.Random, team, deployment, now: datetime, days:
         opened_by=user,
         opened_by_name=user.get_username() if user else "automation",
     )
-    events = [("opened", opened, f"Opened from symptom {symptom}")]
+    who = inv.opened_by_name
+    events: list[tuple[EventKind, datetime, str, dict]] = [
+        (
+            EventKind.OPENED,
+            opened,
+            f"Opened from symptom {symptom}",
+            {"opened_by": who, "symptom": symptom, "fingerprint": ""},
+        )
+    ]
     unresolved = rng.random() < 0.05
     root = None if unresolved else rng.choice(leaves)
     others = [n for n in leaves if n is not root]
@@ -210,29 +219,38 @@ def _one(rows: _Rows, rng: random.Random, team, deployment, now: datetime, days:
         nonlocal at, sequence
         at += timedelta(seconds=rng.lognormvariate(6.0, 0.8))  # minutes, sometimes an hour
         sequence += 1
-        rows.decisions.append(
-            Decision(
-                investigation=inv,
-                node=node.key,
-                action=action,
-                reason=reason,
-                evidence={},
-                automatic=action == "eliminate" and rng.random() < 0.2,
-                decided_by=user,
-                decided_at=at,
-                sequence=sequence,
-            )
+        decision = Decision(
+            investigation=inv,
+            node=node.key,
+            action=action,
+            reason=reason,
+            evidence={},
+            automatic=action == DecisionAction.ELIMINATE and rng.random() < 0.2,
+            decided_by=user,
+            decided_at=at,
+            sequence=sequence,
         )
-        events.append(("decision", at, f"{action} {node.key}: {reason[:300]}"))
+        rows.decisions.append(decision)
+        data = {
+            "decision": str(decision.pk),
+            "node": node.key,
+            "action": action,
+            "automatic": decision.automatic,
+        }
+        events.append((EventKind.DECISION, at, f"{action} {node.key}: {reason[:300]}", data))
 
     for node in eliminated:
-        decide(node, "eliminate", PHRASES[node.key][1].format(n=rng.randint(2, 90)))
+        decide(node, DecisionAction.ELIMINATE, PHRASES[node.key][1].format(n=rng.randint(2, 90)))
     fix = None
     if root is not None:
         parent = next((n for n in nodes if root in n.children), None)
         if parent is not None:
-            decide(parent, "confirm", f"{rng.randint(12, 40)} waiting against a normal 3-8")
-        decide(root, "confirm", PHRASES[root.key][0].format(n=rng.randint(2, 95)))
+            decide(
+                parent,
+                DecisionAction.CONFIRM,
+                f"{rng.randint(12, 40)} waiting against a normal 3-8",
+            )
+        decide(root, DecisionAction.CONFIRM, PHRASES[root.key][0].format(n=rng.randint(2, 95)))
         if root.fix is not None:
             at += timedelta(seconds=rng.uniform(120, 1800))
             fix = FixRecord(
@@ -245,17 +263,21 @@ def _one(rows: _Rows, rng: random.Random, team, deployment, now: datetime, days:
                 applied_at=at,
             )
             rows.fixes.append(fix)
-            events.append(("fix", at, f"Applied {root.fix.key} for {root.key}"))
+            data = {"fix": str(fix.pk), "node": root.key, "key": root.fix.key, "parameters": {}}
+            events.append((EventKind.FIX, at, f"Applied {root.fix.key} for {root.key}", data))
     overridden = fix is None or rng.random() < 0.15
     inv.closed_at = at + timedelta(seconds=rng.uniform(600, 5400))
     inv.root_cause = fix.node if fix else ""
     inv.close_override = rng.choice(OVERRIDES) if overridden else ""
     summary = "Closed: verification passed" if not overridden else "Closed with override"
-    events.append(("closed", inv.closed_at, summary))
+    data = {"root_cause": inv.root_cause, "override": overridden}
+    if not overridden:  # an override says only that it had not passed
+        data["verification"] = VerificationState.PASSING
+    events.append((EventKind.CLOSED, inv.closed_at, summary, data))
     rows.investigations.append(inv)
     rows.events.extend(
-        TimelineEvent(investigation=inv, kind=k, at=when, actor=user, summary=s)
-        for k, when, s in events
+        TimelineEvent(investigation=inv, kind=k, at=when, actor=user, summary=s, data=d)
+        for k, when, s, d in events
     )
     if rng.random() < 0.7:
         pm = Postmortem(id=uuid.uuid4(), team=team, investigation=inv, created_at=inv.closed_at)

@@ -72,7 +72,7 @@ def test_an_alert_opens_one_investigation_and_repeats_are_folded_in(client, depl
     investigation = Investigation.objects.get()
     assert investigation.symptom == "high-ttft" and investigation.alert_fingerprint == "f3a1c0ffee"
     assert investigation.title == "p95 TTFT 1.4 s on atlas-prod"
-    assert TimelineEvent.objects.filter(kind="alert").count() == 1
+    assert TimelineEvent.objects.get(kind="alert").data["labels"]["alertname"] == "AtlasHighTTFT"
 
 
 def test_alerts_that_cannot_be_placed_are_skipped_with_a_reason(client, deployment, token):

@@ -49,6 +49,13 @@ def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
         server.stop()
     events = list(investigation.timeline.values_list("kind", "summary"))
     assert any(s.startswith("Alarm firing") for k, s in events if k == "alarm")
+    # What the record reads is the event's data, never its wording.
+    alarms = investigation.timeline.filter(kind="alarm").values_list("data", flat=True)
+    assert alarms and alarms[0]["firing"] is True and alarms[0]["threshold"] > 0
+    suggestion = investigation.timeline.filter(
+        kind="suggestion", data__node="oversized-prefill-chunks"
+    ).get()
+    assert suggestion.data["suggestion"] == "confirm"
     suggested = [s for k, s in events if k == "suggestion"]
     assert any("suggests confirm oversized-prefill-chunks" in s for s in suggested)
     assert any("suggests eliminate tp-straggler" in s for s in suggested)

@@ -107,7 +107,10 @@ def incident(team, commander, now):
     )  # fmt: skip
     Decision.objects.filter(pk=decision.pk).update(decided_at=t0 + timedelta(minutes=2))
     alarm = TimelineEvent.objects.create(
-        investigation=investigation, kind="alarm", summary="Alarm firing: 1.4 against 0.6"
+        investigation=investigation,
+        kind="alarm",
+        summary="Alarm firing: 1.4 against 0.6",
+        data={"firing": True, "measured": 1.4, "threshold": 0.6},
     )
     TimelineEvent.objects.filter(pk=alarm.pk).update(at=t0 + timedelta(seconds=30))
     actions.record_fix(

@@ -79,7 +79,7 @@ def _alarm(investigation, when, firing: bool, measured: float) -> None:
         investigation=investigation,
         kind="alarm",
         summary=f"Alarm {verb}: {measured:.4g} against 0.6",
-        data={"measured": measured, "threshold": 0.6},
+        data={"firing": firing, "measured": measured, "threshold": 0.6},
     )
     TimelineEvent.objects.filter(pk=event.pk).update(at=when)
 

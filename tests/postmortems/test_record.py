@@ -61,7 +61,7 @@ def test_a_close_override_is_kept_and_an_open_breach_is_ongoing(open_incident, c
     from investigations import actions
     from investigations.models import TimelineEvent
 
-    TimelineEvent.objects.filter(kind="alarm", summary__startswith="Alarm clear").delete()
+    TimelineEvent.objects.filter(kind="alarm", data__firing=False).delete()
     actions.close_investigation(
         investigation=open_incident,
         user=commander,
@@ -78,7 +78,12 @@ def _at(minute: int) -> datetime:
 
 
 def _event(minute: int, verb: str) -> dict:
-    return {"at": _at(minute), "kind": "alarm", "summary": f"Alarm {verb}: 1 against 0.6"}
+    return {
+        "at": _at(minute),
+        "kind": "alarm",
+        "summary": f"Alarm {verb}: 1 against 0.6",
+        "data": {"firing": verb == "firing", "measured": 1.0, "threshold": 0.6},
+    }
 
 
 def test_breaches_pair_firing_with_clear_and_run_to_the_end_without_one():

@@ -1,0 +1,83 @@
+"""The investigation vocabulary, in one place: node states, suggestions, decision actions,
+verification states and timeline event kinds.
+
+Django-free (``StrEnum``), so the pure evaluation and verification modules use the same
+names as the models, views and templates. Each value is the string stored in the
+database, frozen in closed records and compared in templates: a member *is* that string
+(``NodeState.CONFIRMED == "confirmed"``), so rows written before these enums existed read
+back unchanged. Never rename a value; add a member instead.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class _Choices(StrEnum):
+    """A ``StrEnum`` that also gives Django field choices (value, label)."""
+
+    @property
+    def label(self) -> str:
+        return self.value.replace("_", " ").capitalize()
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        return [(member.value, member.label) for member in cls]
+
+
+class NodeState(_Choices):
+    """A hypothesis's state; only decisions (a person's or an auto-apply rule's) set it."""
+
+    OPEN = "open"
+    CONFIRMED = "confirmed"
+    ELIMINATED = "eliminated"
+
+
+class Suggestion(_Choices):
+    """What the evidence suggests for a node, and each check's outcome: a suggestion is
+    never a decision, and missing data is inconclusive, never an elimination."""
+
+    CONFIRM = "confirm"
+    ELIMINATE = "eliminate"
+    INCONCLUSIVE = "inconclusive"
+
+
+class DecisionAction(_Choices):
+    CONFIRM = "confirm"
+    ELIMINATE = "eliminate"
+    REOPEN = "reopen"
+
+
+STATE_AFTER: dict[str, NodeState] = {
+    DecisionAction.CONFIRM: NodeState.CONFIRMED,
+    DecisionAction.ELIMINATE: NodeState.ELIMINATED,
+    DecisionAction.REOPEN: NodeState.OPEN,
+}
+"""A node's state after each decision action (the latest decision wins)."""
+
+
+class VerificationState(_Choices):
+    """A fix's verification against the measurement that raised the alarm. ``NONE`` is
+    what the close records when there was no fix to verify."""
+
+    PENDING = "pending"
+    PASSING = "passing"
+    FAILING = "failing"
+    # It passes, but the alarm's measurement had recovered before the fix took effect.
+    UNATTRIBUTABLE = "unattributable"
+    NONE = "none"
+
+
+class EventKind(_Choices):
+    """What a timeline event is. Each kind's ``data`` (see ``investigations.timeline``)
+    carries what other modules read back; the summary is only for people to read."""
+
+    OPENED = "opened"
+    DECISION = "decision"
+    FIX = "fix"
+    CLOSED = "closed"
+    ALARM = "alarm"
+    SUGGESTION = "suggestion"
+    VERIFICATION = "verification"
+    ALERT = "alert"
+    ARTIFACT = "artifact"
