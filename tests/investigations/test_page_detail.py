@@ -210,12 +210,12 @@ def test_evidence_cards_chart_each_check_with_thresholds_and_the_record(
     (trace,) = kv["data"]
     assert max(trace["y"]) == 0.94 and min(trace["y"]) == 0.7
     lines = {a["text"] for a in kv["layout"]["annotations"]}
-    assert {"confirm >= 0.9", "eliminate < 0.8"} <= lines
+    assert {"confirm >= 90 %", "eliminate < 80 %"} <= lines  # KV usage reads as %
     assert {"confirm kv-cache-pressure", "fix fewer-max-num-seqs"} <= lines
     start, end = kv["layout"]["xaxis"]["range"]
     assert (end - start) / 1000 == 40 * 60  # 15 min lead + 25 min, on a frozen clock
     alarm = figures["alarm"]
-    assert "alarm > 0.6" in {a["text"] for a in alarm["layout"]["annotations"]}
+    assert "alarm > 0.6 s" in {a["text"] for a in alarm["layout"]["annotations"]}
     # Unchanged: 204, and htmx leaves the charts alone. A decision changes the record.
     version = body.split('name="v" value="')[1].split('"')[0]
     assert client_for(viewer).get(url, {"v": version}).status_code == 204

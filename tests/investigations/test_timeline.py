@@ -161,7 +161,13 @@ def test_the_vocabulary_keeps_the_stored_strings():
     assert [*map(str, choices.NodeState)] == ["open", "confirmed", "eliminated"]
     assert [*map(str, choices.Suggestion)] == ["confirm", "eliminate", "inconclusive"]
     assert [*map(str, choices.DecisionAction)] == ["confirm", "eliminate", "reopen"]
-    assert [*map(str, choices.VerificationState)] == ["pending", "passing", "failing", "none"]
+    assert [*map(str, choices.VerificationState)] == [
+        "pending",
+        "passing",
+        "failing",
+        "unattributable",
+        "none",
+    ]
     assert choices.STATE_AFTER["confirm"] == "confirmed" and json.dumps(choices.NodeState.OPEN)
     assert Decision.Action.choices() == [
         ("confirm", "Confirm"),
