@@ -26,7 +26,7 @@ from probes import observe
 from probes.collect import fetch_all
 from probes.models import TargetKind
 from probes.net import FetchPolicy, ProbeError, validate_url
-from probes.parsing.engine import engine_signals, flavour_of
+from probes.parsing.engine import InfoEndpoint, engine_signals, flavour_of
 from probes.parsing.exposition import ExpositionError, parse_exposition
 from probes.parsing.sglang_info import ServerInfoError
 
@@ -171,7 +171,9 @@ def read_models(body: bytes, url: str) -> tuple[list[Reading], list[str]]:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return [], [f"{url}: not JSON"]
     data = payload.get("data") if isinstance(payload, dict) else None
-    first = data[0] if isinstance(data, list) and data else None
+    if not isinstance(data, list) or not data:
+        return [], [f"{url}: no model listed"]
+    first = data[0]
     if not isinstance(first, dict) or not isinstance(first.get("id"), str) or not first["id"]:
         return [], [f"{url}: no model listed"]
     readings = [Reading("served_model", first["id"][:MAX_TEXT], f"/v1/models id on {url}")]
@@ -248,6 +250,11 @@ def merge(answers: Sequence[EngineAnswer]) -> Report:
     return Report(chosen, tuple(problems))
 
 
+def _info_endpoint(flavour_key: str | None) -> InfoEndpoint | None:
+    found = flavour_of(flavour_key) if flavour_key else None
+    return found.info_endpoint if found is not None else None
+
+
 def _fetch_error(url: str, error: ProbeError | None) -> str:
     return f"{url}: {error}" if error is not None else f"{url}: no answer"
 
@@ -275,25 +282,24 @@ def read_engines(urls: Sequence[str], policy: FetchPolicy) -> list[EngineAnswer]
         else:
             problems.append(_fetch_error(point.models, models.error))
         partial.append((flavour, readings, problems))
-    info_jobs = []
+    info_jobs: list[tuple[str, str]] = []
     for i, (flavour, _, _) in enumerate(partial):
-        found = flavour_of(flavour) if flavour else None
-        if found is not None and found.info_endpoint is not None:
-            info_jobs.append((f"{i}:info", points[i].at(found.info_endpoint.path)))
+        endpoint = _info_endpoint(flavour)
+        if endpoint is not None:
+            info_jobs.append((f"{i}:info", points[i].at(endpoint.path)))
     infos = {f.key: f for f in fetch_all(info_jobs, policy)}
+    info_urls = dict(info_jobs)
     answers = []
     for i, (flavour, readings, problems) in enumerate(partial):
         targets = [(TargetKind.ENGINE.value, points[i].metrics)] if flavour else []
-        info = infos.get(f"{i}:info")
-        if info is not None and flavour is not None:
-            url = dict(info_jobs)[f"{i}:info"]
+        info, endpoint = infos.get(f"{i}:info"), _info_endpoint(flavour)
+        if info is not None and endpoint is not None and flavour is not None:
+            url = info_urls[f"{i}:info"]
             if info.result is not None:
-                found, trouble = read_info(flavour, info.result.body, url)
+                told, trouble = read_info(flavour, info.result.body, url)
                 # The engine's own configuration endpoint names it beyond doubt.
-                readings = found + readings
-                problems = problems + trouble
-                endpoint = flavour_of(flavour).info_endpoint  # type: ignore[union-attr]
-                if found and endpoint is not None:
+                readings, problems = told + readings, problems + trouble
+                if told:
                     targets.append((endpoint.target_kind, url))
             else:
                 problems.append(_fetch_error(url, info.error))
