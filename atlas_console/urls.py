@@ -22,6 +22,7 @@ urlpatterns = [
     ),
     path("teams/", include("teams.urls")),
     path("", include("deployments.urls")),
+    path("", include("probes.urls")),
     path("", include("investigations.urls")),
     path("", include("investigations.api_urls")),
     path("", include("artifacts.urls")),

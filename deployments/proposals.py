@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from deployments.budget import Budget, kv_budget_gib_for_capacity
+from deployments.models import Engine
 
 Reported = Mapping[str, float | str]
 Reader = Callable[[object], Reported]
@@ -30,6 +31,9 @@ class Proposal:
     value: float | int | str
     current: float | int | str
     why: str
+    # The report's keys the value rests on, so a caller that knows where each key came
+    # from (an engine read at registration, ``probes.engine_discovery``) can say so.
+    keys: tuple[str, ...] = ()
 
     @property
     def changes(self) -> bool:
@@ -62,6 +66,19 @@ def propose(deployment, report: Reported) -> list[Proposal]:
     budget = Budget.of(deployment)
     out: list[Proposal] = []
     engine = str(report.get("engine", "the engine"))
+    # The engine field holds the engines a deployment can name (vLLM, SGLang); another
+    # engine (TensorRT-LLM) proposes nothing for it rather than a wrong choice.
+    choice = next((value for value, label in Engine.choices if label == engine), None)
+    if choice is not None:
+        out.append(
+            Proposal(
+                "engine",
+                choice,
+                deployment.engine,
+                f"its metrics and endpoints are {engine}'s",
+                ("engine",),
+            )
+        )
     tokens = _positive(report.get("kv_capacity_tokens"))
     if tokens is not None:
         blocks, size = _positive(report.get("kv_blocks")), _positive(report.get("kv_block_size"))
@@ -74,13 +91,18 @@ def propose(deployment, report: Reported) -> list[Proposal]:
                 f"{engine} reports {tokens:,.0f} KV tokens{layout}; at this deployment's "
                 f"{budget.kv_bytes_per_token:,} KV bytes per token that is the KV budget "
                 "whose capacity matches",
+                ("kv_capacity_tokens", "kv_blocks", "kv_block_size"),
             )
         )
     model = report.get("served_model")
     if isinstance(model, str) and model.strip():
         out.append(
             Proposal(
-                "model_name", model.strip()[:200], deployment.model_name, f"{engine} serves it"
+                "model_name",
+                model.strip()[:200],
+                deployment.model_name,
+                f"{engine} serves it",
+                ("served_model",),
             )
         )
     for key, field, what in (
@@ -96,6 +118,7 @@ def propose(deployment, report: Reported) -> list[Proposal]:
                     int(value),
                     getattr(budget, field),
                     f"{engine} reports its {what}: {value:,.0f}",
+                    (key,),
                 )
             )
     return out

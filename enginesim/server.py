@@ -306,6 +306,7 @@ class SimServer:
                 "/metrics",
                 "/health",
                 "/version",
+                "/v1/models",
                 "/load",
                 "/server_info",
                 "/get_server_info",
@@ -352,6 +353,20 @@ class SimServer:
             return _text("", 200 if eng.is_up else 503)
         if path == "/version":
             return _json({"version": d.flavour.version})
+        if path == "/v1/models":
+            # The OpenAI-compatible model list vLLM and SGLang both serve, with the
+            # context length they add to each model card.
+            cfg = eng.cfg
+            card = {
+                "id": cfg.model_name,
+                "object": "model",
+                "created": int(d.epoch_unix),
+                "owned_by": d.fmt.split("-")[0],
+                "root": cfg.model_name,
+                "parent": None,
+                "max_model_len": cfg.max_model_len,
+            }
+            return _json({"object": "list", "data": [card]})
         if path == "/load":
             s = eng.sched
             return _json({"server_load": len(s.running) + s.num_waiting})

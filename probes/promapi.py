@@ -528,3 +528,29 @@ def render_promql(template: str, **params: Any) -> str:
     if unknown:
         raise ValueError(f"parameters without a placeholder: {', '.join(unknown)}")
     return "".join(out)
+
+
+# --- metadata endpoints (targets, series: ``probes.discovery``) ----------------------------
+
+
+def api_data(fetched: FetchResult) -> Any:
+    """The ``data`` of a non-query API answer (``/api/v1/targets``, ``/api/v1/series``),
+    with the same envelope rules as :func:`parse_response`: Prometheus's own error becomes
+    ``promql-<errorType>``, a proxy's page ``http-status``, anything else ``malformed``."""
+    try:
+        envelope = _load(fetched)
+    except ProbeError:
+        if fetched.status >= 400:
+            transient = fetched.status >= 500 or fetched.status == 429
+            raise ProbeError(
+                "http-status", f"HTTP {fetched.status} without a Prometheus answer",
+                transient=transient,
+            ) from None  # fmt: skip
+        raise
+    if not isinstance(envelope, dict):
+        raise _malformed("the body is not a JSON object")
+    if envelope.get("status") == "error":
+        raise _api_error(envelope, fetched.status)
+    if envelope.get("status") != "success" or fetched.status != 200:
+        raise _malformed(f"status is {_truncate(repr(envelope.get('status')), 40)}")
+    return envelope.get("data")

@@ -134,6 +134,9 @@ class InfoEndpoint:
 
     target_kind: str
     budget: Callable[[Mapping[str, Any]], dict[str, float | str]]
+    # Where it answers beside /metrics, for reading an engine before any target exists
+    # (``probes.engine_discovery``).
+    path: str = "/server_info"
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,24 @@ MATRIX: dict[str, Page | Api] = {
         post=members(COMMANDER, 302),
         data=lambda w: {**_deployment_form(w.deployment.name), "tp_size": 8},
     ),
+    "discovery:from_engine": Page(
+        # As deployments:create; the engine URL is never fetched on create, only registered.
+        get={ANON: LOGIN, OUTSIDER: 200, VIEWER: 403, RESPONDER: 403, COMMANDER: 200},
+        post={ANON: LOGIN, OUTSIDER: 400, VIEWER: 403, RESPONDER: 403, COMMANDER: 302},
+        data=lambda w: {
+            **_deployment_form("atlas-from-engine"),
+            "team_choice": str(w.team.pk),
+            "step": "create",
+            "urls": "http://127.0.0.1:8100",
+            "target": "engine|r0|http://127.0.0.1:8100/metrics",
+        },
+    ),
+    "discovery:prometheus": Page(
+        get=members(COMMANDER, 200),
+        # Nothing listens on the discard port: the page says so (200), nothing is saved.
+        post=members(COMMANDER, 200),
+        data=lambda w: {"step": "discover", "prometheus_url": "http://127.0.0.1:9"},
+    ),
     "investigations:deployment": Page(get=members(VIEWER, 200)),
     "investigations:deployment_targets": Page(get=members(VIEWER, 200)),
     "investigations:add_target": Page(
@@ -519,7 +537,7 @@ def test_the_matrix_has_no_entries_for_urls_that_are_gone():
 def test_the_walk_sees_every_app():
     namespaces = {key.split(":")[0] for key in ROUTES if ":" in key}
     expected = {"teams", "deployments", "investigations", "api", "artifacts", "postmortems"}
-    assert expected | {"review", "drills"} <= namespaces
+    assert expected | {"review", "drills", "discovery"} <= namespaces
     assert len(PAGE_KEYS) + len(API_KEYS) == len(MATRIX)
 
 
