@@ -283,6 +283,7 @@ async def afetch(
 
 async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
     current = validate_url(url)
+    deadline = asyncio.get_running_loop().time() + policy.total_timeout
     for _ in range(policy.max_redirects + 1):
         try:
             response = await client.pool.get(
@@ -290,6 +291,7 @@ async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
                 current.raw_path.decode("ascii"),
                 max_bytes=policy.max_bytes,
                 headers={},
+                deadline=deadline,
             )
         except http11.HTTPError as exc:
             raise ProbeError(exc.kind, str(exc), transient=exc.kind in TRANSIENT_KINDS) from None

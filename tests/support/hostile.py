@@ -79,6 +79,14 @@ class _Handler(socketserver.StreamRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
         self.wfile.write(b"0\r\n\r\n")
 
+    def do_drip_chunked(self, path: str) -> None:
+        """Endless 1-byte chunks, as fast as the socket takes them: every read finds data
+        waiting, so a client whose deadline relies on an idle read never times out."""
+        self._head("200 OK", {"Transfer-Encoding": "chunked"}, None)
+        burst = b"1\r\nx\r\n" * 8192
+        while not self.server.stop.is_set():
+            self.wfile.write(burst)
+
     def do_header_bomb(self, path: str) -> None:
         self.wfile.write(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"a" * 200_000 + b"\r\n\r\n")
 
