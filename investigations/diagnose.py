@@ -18,7 +18,7 @@ from deployments.budget import Budget
 from investigations.evaluation import CheckResult, Evaluation, NodeResult, bucket_json, evaluate
 from investigations.observations import series_labels
 from investigations.playbook import Playbook
-from probes import observe
+from probes import logfile, observe
 from probes.collect import fetch_all, query_all
 from probes.net import FetchPolicy
 from probes.parsing.exposition import ExpositionError
@@ -116,8 +116,9 @@ class Diagnosis:
                 endpoint.follower, seen = observe.observe_log(endpoint.follower, result.body, when)
                 room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
                 endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
-                header = result.headers.get("x-log-next-offset")
-                endpoint.offset = int(header) if header else endpoint.offset + len(result.body)
+                endpoint.offset = logfile.next_offset(
+                    result.headers.get("x-log-next-offset"), endpoint.offset, len(result.body)
+                )
         except (ExpositionError, ValueError) as exc:
             endpoint.errors.append(f"unusable response: {exc}")
             return

@@ -15,6 +15,39 @@ from pathlib import Path
 
 from probes.net import ProbeError
 
+# Offsets are stored in a signed 64-bit column (Target.log_offset): a larger one raised
+# OverflowError inside the cycle's bulk update and lost every target's poll.
+MAX_LOG_OFFSET = 2**63 - 1
+_MAX_OFFSET_DIGITS = len(str(MAX_LOG_OFFSET))
+
+
+class LogOffsetError(ValueError):
+    """A log relay's ``X-Log-Next-Offset`` that is not an offset: the target's error."""
+
+    kind = "bad-offset"
+
+
+def next_offset(header: str | None, current: int, body_length: int) -> int:
+    """Where the next read of an HTTP log relay starts.
+
+    The relay (the simulator, a log shipper) says so in ``X-Log-Next-Offset``; without
+    the header the bytes read are counted. The header comes from a target, so it is
+    validated, not trusted: ASCII digits only (``int`` also takes signs, underscores,
+    spaces and other scripts' digits), within 0..MAX_LOG_OFFSET. Anything else raises
+    LogOffsetError, which fails this target's poll with a clear message and leaves its
+    stored offset (and every other target's cycle) untouched.
+    """
+    if header is None:
+        return min(current + body_length, MAX_LOG_OFFSET)
+    value = header.strip()
+    shown = value[:40] + ("..." if len(value) > 40 else "")
+    if not (value.isascii() and value.isdigit()) or len(value) > _MAX_OFFSET_DIGITS:
+        raise LogOffsetError(f"X-Log-Next-Offset {shown!r} is not a byte offset")
+    offset = int(value)
+    if offset > MAX_LOG_OFFSET:
+        raise LogOffsetError(f"X-Log-Next-Offset {shown!r} is past the largest offset stored")
+    return offset
+
 
 @dataclass(frozen=True)
 class LogChunk:

@@ -280,7 +280,7 @@ def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOut
             return _log_outcome(target, body, _next_offset(target, fetched.result), cycle, base)
         else:
             return _unsupported(target, base)
-    except (ExpositionError, ServerInfoError) as exc:
+    except (ExpositionError, ServerInfoError, logfile.LogOffsetError) as exc:
         # "no-engine-series" (EngineScrapeUnusable) says the answer was read but empty.
         kind = getattr(exc, "kind", "malformed")
         return PollOutcome(**base, ok=False, error_kind=kind, error=str(exc)[:500])
@@ -297,12 +297,10 @@ def _unsupported(target: Target, base: dict) -> PollOutcome:
 
 
 def _next_offset(target: Target, result) -> int:
-    """The simulator and log relays say where the next read starts; otherwise count bytes."""
+    """The simulator and log relays say where the next read starts (validated, see
+    ``logfile.next_offset``); otherwise count bytes."""
     header = result.headers.get("x-log-next-offset")
-    try:
-        return int(header) if header is not None else target.log_offset + len(result.body)
-    except ValueError:
-        return target.log_offset + len(result.body)
+    return logfile.next_offset(header, target.log_offset, len(result.body))
 
 
 def _log_outcome(

@@ -71,6 +71,22 @@ def test_a_chunk_dripping_target_does_not_cost_its_neighbours_their_cycle(
     assert drip.last_error_kind == "timeout"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_offset_past_64_bits_fails_its_target_and_spares_the_others(deployment, server):
+    """Issue 19.2: ``X-Log-Next-Offset: 99999999999999999999999`` raised OverflowError in
+    every poll of the deployment and the good engine target stored nothing."""
+    good = _target(deployment, server + "/metrics")
+    relay = _target(deployment, server + "/log-huge-offset", kind=TargetKind.LOG_HTTP)
+    Target.objects.filter(pk=relay.pk).update(log_offset=120)
+    poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-offset")
+    assert Poll.objects.get(target=good, cycle_at=CYCLE).ok
+    assert Observation.objects.filter(target=good).count() == 2
+    relay.refresh_from_db()
+    assert (relay.last_error_kind, relay.log_offset) == ("bad-offset", 120)
+    assert "99999999999999999999999" in relay.last_error
+    assert not Poll.objects.get(target=relay, cycle_at=CYCLE).ok
+
+
 class Sent:
     """Stands in for the HTTP poll task the layer above hands to ``enqueue_due``."""
 

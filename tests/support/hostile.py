@@ -87,6 +87,13 @@ class _Handler(socketserver.StreamRequestHandler):
         while not self.server.stop.is_set():
             self.wfile.write(burst)
 
+    def do_log_huge_offset(self, path: str) -> None:
+        """A log relay whose next offset does not fit in any 64-bit column."""
+        body = b"INFO 11-30 12:00:05 engine started\n"
+        headers = {"Content-Type": "text/plain", "X-Log-Next-Offset": "99999999999999999999999"}
+        self._head("200 OK", headers, len(body))
+        self.wfile.write(body)
+
     def do_header_bomb(self, path: str) -> None:
         self.wfile.write(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"a" * 200_000 + b"\r\n\r\n")
 
