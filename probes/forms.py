@@ -5,7 +5,8 @@ import re
 from django import forms
 
 from probes.models import HOST_KINDS, HTTP_KINDS, ON_DEMAND_KINDS, Target, TargetKind
-from probes.net import ProbeError, validate_url
+from probes.net import ProbeError, check_registered_url
+from probes.policy import fetch_policy
 
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 MAX_QUERIES = 20
@@ -64,7 +65,7 @@ class TargetForm(forms.ModelForm):
                 self.add_error("url", "This kind of target is read over HTTP: give its URL.")
             else:
                 try:
-                    validate_url(url)
+                    check_registered_url(url, fetch_policy())
                 except ProbeError as exc:
                     self.add_error("url", exc.message)
         if kind in HOST_KINDS and not data.get("host_queue"):
