@@ -164,7 +164,7 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
             evidence=frozen_evidence(node),
             expected_state=expected,
         )
-    except actions.DecisionConflict as exc:
+    except (actions.DecisionConflict, actions.InvestigationClosed) as exc:
         return _error(409, str(exc))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
