@@ -140,6 +140,11 @@ class _Handler(socketserver.StreamRequestHandler):
         port = self.server.server_address[1]
         self._head("302 Found", {"Location": f"http://localhost:{port}/ok"}, 0)
 
+    def do_redirect_other_port(self, path: str) -> None:
+        """The same host and scheme on another port (``?port=N``): another origin."""
+        port = path.split("port=", 1)[1].split("&", 1)[0] if "port=" in path else "9"
+        self._head("302 Found", {"Location": f"http://127.0.0.1:{port}/ok"}, 0)
+
     def do_redirect_same_origin(self, path: str) -> None:
         self._head("301 Moved Permanently", {"Location": "/ok"}, 0)
 
