@@ -112,7 +112,9 @@ class Pool:
         """GET ``target`` (path and query) from ``origin``; the body is decoded and capped.
 
         ``deadline`` is an absolute ``loop.time()``: past it the exchange raises
-        ``timeout`` whatever the peer is sending.
+        ``timeout`` whatever the peer is sending. probes.net always passes the fetch's own;
+        without one the exchange still gets a bound (connect plus eight read timeouts), so
+        no caller can make an unbounded read by omission.
         """
         loop = asyncio.get_running_loop()
         if deadline is None:
