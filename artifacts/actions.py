@@ -33,6 +33,14 @@ class UploadRejected(ValueError):
     """The upload itself is unacceptable (too large, empty, unknown kind)."""
 
 
+class ClosedInvestigation(UploadRejected):
+    """An artifact for a closed investigation: its record is frozen at the close."""
+
+    @classmethod
+    def for_closed(cls) -> ClosedInvestigation:
+        return cls("this investigation is closed: its record is frozen and takes no new artifacts")
+
+
 def clean_name(name: str) -> str:
     """A display name: the last path component, printable, bounded."""
     base = Path(str(name).replace("\\", "/")).name or "artifact"
@@ -57,6 +65,13 @@ def store(
         raise UploadRejected(f"unknown kind {kind!r}; expected one of {', '.join(kinds.KINDS)}")
     if investigation is not None and investigation.deployment_id != deployment.pk:
         raise UploadRejected("the investigation belongs to another deployment")
+    if (
+        investigation is not None
+        and not Investigation.objects.filter(
+            pk=investigation.pk, status=Investigation.Status.OPEN
+        ).exists()
+    ):  # read now, not from the caller's copy: it may have closed since
+        raise ClosedInvestigation.for_closed()
     limit = settings.ATLAS_ARTIFACT_MAX_BYTES
     digest = hashlib.sha256()
     size = 0

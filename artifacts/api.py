@@ -51,6 +51,8 @@ def upload(request: HttpRequest, token, investigation_id) -> JsonResponse:
     found = Investigation.objects.filter(pk=investigation_id, team=token.team).first()
     if found is None:
         return _error(404, "no such investigation")
+    if found.status != Investigation.Status.OPEN:  # before reading a byte of the body
+        return _error(409, str(actions.ClosedInvestigation.for_closed()))
     if uploads.declared_too_large(request):
         return _error(413, "the file is larger than the artifact size limit")
     name = request.GET.get("name", "")
@@ -83,6 +85,8 @@ def upload(request: HttpRequest, token, investigation_id) -> JsonResponse:
             source=Source.API,
             user=None,
         )
+    except actions.ClosedInvestigation as exc:
+        return _error(409, str(exc))
     except actions.UploadRejected as exc:
         status = 413 if "larger than" in str(exc) else 400
         return _error(status, str(exc))

@@ -17,6 +17,7 @@ from artifacts import actions, charts, tasks, uploads
 from artifacts.access import get_artifact
 from artifacts.models import Source
 from investigations.access import get_investigation
+from investigations.models import Investigation
 from teams.models import Role
 
 
@@ -31,6 +32,9 @@ def upload(request: HttpRequest, investigation_id) -> HttpResponse:
 def _upload(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
     back = redirect("investigations:detail", investigation_id=investigation.pk)
+    if investigation.status != Investigation.Status.OPEN:  # before reading the body
+        messages.error(request, str(actions.ClosedInvestigation.for_closed()))
+        return back
     if uploads.declared_too_large(request):
         messages.error(request, "That file is larger than the artifact size limit.")
         return back
@@ -89,6 +93,9 @@ def detail(request: HttpRequest, artifact_id) -> HttpResponse:
 @require_POST
 def collect(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
+    if investigation.status != Investigation.Status.OPEN:
+        messages.error(request, str(actions.ClosedInvestigation.for_closed()))
+        return redirect("investigations:detail", investigation_id=investigation.pk)
     tasks.collect_artifacts.delay(str(investigation.pk), request.user.pk)
     messages.success(request, "Collecting from the deployment's profiler endpoints.")
     return redirect("investigations:detail", investigation_id=investigation.pk)

@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 
+from audit.text import safe_querydict
+
 HEADER = "Content-Security-Policy"
 _DIRECTIVE = re.compile(r"^[a-z][a-z-]*$")
 _FORBIDDEN_SCRIPT_SOURCES = {"'unsafe-inline'", "'unsafe-eval'", "*", "data:", "http:", "https:"}
@@ -91,3 +93,35 @@ class ContentSecurityPolicyMiddleware:
             policy = getattr(settings, "ATLAS_CSP", {})
             response[HEADER] = _header_value(tuple((k, tuple(v)) for k, v in policy.items()))
         return response
+
+
+class SafeTextMiddleware:
+    """Query strings and form posts with NUL and lone surrogates made safe (``audit.text``)
+    before any view or form reads them (issue 19.5).
+
+    A form's CharField already refuses NUL, but views read some fields straight from
+    ``request.POST`` and search pages from ``request.GET``: on PostgreSQL a NUL there was a
+    500. The body is still parsed lazily, when a view first reads ``request.POST``: an
+    upload view installs its size bound before that (artifacts.uploads), so the request's
+    class gains a parse step that cleans what the parse produced, for url-encoded and
+    multipart bodies alike. JSON bodies are cleaned by the API's own parser.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.GET = safe_querydict(request.GET)
+        request.__class__ = _safe_text_request(type(request))
+        return self.get_response(request)
+
+
+@cache
+def _safe_text_request(base: type[HttpRequest]) -> type[HttpRequest]:
+    """``base`` (WSGIRequest, ASGIRequest) whose form parse cleans its own output."""
+
+    def _load_post_and_files(self) -> None:
+        base._load_post_and_files(self)  # type: ignore[attr-defined]
+        self._post = safe_querydict(self._post)
+
+    return type(f"SafeText{base.__name__}", (base,), {"_load_post_and_files": _load_post_and_files})

@@ -80,6 +80,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF: the token check reads request.POST too, and every view after it must
+    # see the same cleaned text (issue 19.5).
+    "atlas_console.security.SafeTextMiddleware",
     "atlas_console.errors.ApiErrorsAsJson",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

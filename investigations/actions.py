@@ -78,6 +78,13 @@ class DecisionConflict(Exception):
     """Someone decided on the same hypothesis since this person loaded the page."""
 
 
+class InvestigationClosed(ValueError):
+    """A change to a closed investigation: its record is frozen at the close (issue 19.10)."""
+
+    def __init__(self, what: str = "changed") -> None:
+        super().__init__(f"this investigation is closed: its record is frozen and cannot be {what}")
+
+
 @transaction.atomic
 def decide(
     *,
@@ -99,6 +106,8 @@ def decide(
     """
     actor = Actor.of(user, name="automatic rule" if automatic else "")
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise InvestigationClosed("decided on")
     playbook = get_playbook(locked.symptom)
     try:
         playbook.node(node)
@@ -151,7 +160,7 @@ def record_fix(
     actor = Actor.of(user)
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
     if locked.status != Investigation.Status.OPEN:
-        raise ValueError("this investigation is closed")
+        raise InvestigationClosed("given a fix")
     hypothesis = get_playbook(locked.symptom).node(node)
     if hypothesis.fix is None:
         raise ValueError(f"{node} has no fix template")

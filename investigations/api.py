@@ -8,17 +8,19 @@ with the reason, and a token never reaches another team's rows (404).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.auth.decorators import login_not_required
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from audit.actor import Actor
+from audit.text import safe_json
 from deployments.models import Deployment
 from investigations import actions, live
 from investigations.choices import EventKind, NodeState
@@ -28,6 +30,8 @@ from investigations.models import Investigation
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from investigations.timeline import record_event
 from investigations.tokens import authenticate
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
 MAX_ALERTS = 100
@@ -71,7 +75,9 @@ def _json_body(request: HttpRequest) -> dict:
     if len(request.body) > MAX_BODY:
         raise BadRequest(f"body larger than {MAX_BODY} bytes")
     try:
-        data = json.loads(request.body or b"null")
+        # Every string in the body, keys too, with NUL and lone surrogates made safe here,
+        # at the one door JSON comes in by (audit.text; issue 19.5).
+        data = safe_json(json.loads(request.body or b"null"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"body is not JSON: {exc}") from None
     except RecursionError:  # "[" * 100_000 fits in MAX_BODY; json raises this, not ValueError
@@ -160,7 +166,7 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
             evidence=frozen_evidence(node),
             expected_state=expected,
         )
-    except actions.DecisionConflict as exc:
+    except (actions.DecisionConflict, actions.InvestigationClosed) as exc:
         return _error(409, str(exc))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
@@ -174,63 +180,83 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
 @require_http_methods(["POST"])
 def alertmanager(request: HttpRequest, token) -> JsonResponse:
     """Alertmanager's webhook (version 4): each firing alert opens an investigation, or
-    is folded into the open one with the same fingerprint."""
+    is folded into the open one with the same fingerprint.
+
+    Each alert is handled on its own, in its own transaction: one that cannot be handled
+    is reported under ``failed`` with its reason, and the others are processed. The answer
+    is 200 whenever anything was written, because Alertmanager retries a failed
+    notification whole: a 500 for one bad alert once kept the later alerts from ever
+    opening and folded the earlier ones twice (issue 19.5). Only when every alert failed
+    on the database, so nothing was written, is the answer 503, worth a retry.
+    """
     data = _json_body(request)
     alerts = data.get("alerts")
     if not isinstance(alerts, list) or len(alerts) > MAX_ALERTS:
         raise BadRequest(f"'alerts' must be a list of at most {MAX_ALERTS} alerts")
-    opened, folded, skipped = [], [], []
-    for alert in alerts:
-        if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
-            raise BadRequest("each alert needs a 'labels' object")
-        labels = {str(k)[:100]: str(v)[:200] for k, v in alert["labels"].items()}
-        fingerprint = str(alert.get("fingerprint", ""))[:64]
-        if alert.get("status", data.get("status")) != "firing":
-            skipped.append({"fingerprint": fingerprint, "reason": "not firing"})
-            continue
-        symptom = labels.get("atlas_symptom") or ALERT_SYMPTOMS.get(labels.get("alertname", ""))
+    done: dict[str, list] = {"opened": [], "deduplicated": [], "skipped": [], "failed": []}
+    database_failures = 0
+    for index, alert in enumerate(alerts):
+        fingerprint = str(alert.get("fingerprint", ""))[:64] if isinstance(alert, dict) else ""
         try:
-            get_playbook(symptom or "")
-        except PlaybookError:
-            skipped.append({"fingerprint": fingerprint, "reason": "no symptom for this alert"})
-            continue
-        deployment = Deployment.objects.filter(
-            team=token.team, name=labels.get("atlas_deployment", "")
-        ).first()
-        if deployment is None:
-            skipped.append({"fingerprint": fingerprint, "reason": "unknown atlas_deployment"})
-            continue
-        with transaction.atomic():
-            existing = (
-                Investigation.objects.select_for_update()
-                .filter(
-                    team=token.team,
-                    status=Investigation.Status.OPEN,
-                    alert_fingerprint=fingerprint,
-                )
-                .first()
-                if fingerprint
-                else None
-            )
-            if existing is not None:
-                record_event(
-                    existing,
-                    EventKind.ALERT,
-                    actor=Actor.for_token(token),
-                    summary=f"Alert {labels.get('alertname', '?')} fired again",
-                    data={"labels": labels},
-                )
-                folded.append(str(existing.pk))
-                continue
-            annotations = alert.get("annotations")
-            summary = annotations.get("summary", "") if isinstance(annotations, dict) else ""
-            investigation = actions.open_investigation(
-                deployment=deployment,
-                symptom=symptom,
-                user=None,
-                title=str(summary)[:200],
-                fingerprint=fingerprint,
-                opened_by_text=f"alert {labels.get('alertname', '?')}",
-            )
-            opened.append(str(investigation.pk))
-    return JsonResponse({"opened": opened, "deduplicated": folded, "skipped": skipped})
+            with transaction.atomic():
+                outcome, detail = _one_alert(token, data, alert)
+        except BadRequest as exc:
+            outcome, detail = "failed", _failed(index, fingerprint, str(exc))
+        except DatabaseError as exc:
+            logger.exception("alert %d of a notification was not stored", index)
+            database_failures += 1
+            outcome, detail = "failed", _failed(index, fingerprint, type(exc).__name__)
+        done[outcome].append(detail)
+    status = 503 if alerts and database_failures == len(alerts) else 200
+    return JsonResponse(done, status=status)
+
+
+def _failed(index: int, fingerprint: str, reason: str) -> dict:
+    return {"index": index, "fingerprint": fingerprint, "reason": reason}
+
+
+def _one_alert(token, data: dict, alert) -> tuple[str, object]:
+    """One alert of a notification: (outcome, what to report) or BadRequest."""
+    if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
+        raise BadRequest("each alert needs a 'labels' object")
+    labels = {str(k)[:100]: str(v)[:200] for k, v in alert["labels"].items()}
+    fingerprint = str(alert.get("fingerprint", ""))[:64]
+    if alert.get("status", data.get("status")) != "firing":
+        return "skipped", {"fingerprint": fingerprint, "reason": "not firing"}
+    symptom = labels.get("atlas_symptom") or ALERT_SYMPTOMS.get(labels.get("alertname", ""))
+    try:
+        get_playbook(symptom or "")
+    except PlaybookError:
+        return "skipped", {"fingerprint": fingerprint, "reason": "no symptom for this alert"}
+    deployment = Deployment.objects.filter(
+        team=token.team, name=labels.get("atlas_deployment", "")
+    ).first()
+    if deployment is None:
+        return "skipped", {"fingerprint": fingerprint, "reason": "unknown atlas_deployment"}
+    existing = (
+        Investigation.objects.select_for_update()
+        .filter(team=token.team, status=Investigation.Status.OPEN, alert_fingerprint=fingerprint)
+        .first()
+        if fingerprint
+        else None
+    )
+    if existing is not None:
+        record_event(
+            existing,
+            EventKind.ALERT,
+            actor=Actor.for_token(token),
+            summary=f"Alert {labels.get('alertname', '?')} fired again",
+            data={"labels": labels},
+        )
+        return "deduplicated", str(existing.pk)
+    annotations = alert.get("annotations")
+    summary = annotations.get("summary", "") if isinstance(annotations, dict) else ""
+    investigation = actions.open_investigation(
+        deployment=deployment,
+        symptom=symptom,
+        user=None,
+        title=str(summary)[:200],
+        fingerprint=fingerprint,
+        opened_by_text=f"alert {labels.get('alertname', '?')}",
+    )
+    return "opened", str(investigation.pk)

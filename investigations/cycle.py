@@ -175,4 +175,6 @@ def _auto_decide(investigation: Investigation, node: NodeResult, cycles: int) ->
         )
     except actions.DecisionConflict:
         return 0  # a person decided first: people win
+    except actions.InvestigationClosed:
+        return 0  # closed while this cycle ran: the frozen record stays as it was
     return 1

@@ -20,6 +20,7 @@ from investigations.observations import series_labels
 from investigations.playbook import Playbook
 from probes.collect import fetch_all, query_all
 from probes.kinds import Fetch, ProbeKind, Read, by_option
+from probes.logfile import LogOffsetError
 from probes.net import FetchPolicy
 
 MAX_CYCLES = 1000
@@ -115,7 +116,10 @@ class Diagnosis:
         room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
         endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
         if kind.follows:
-            endpoint.offset = kind.next_offset(endpoint.offset, result.body, result.headers)
+            try:
+                endpoint.offset = kind.next_offset(endpoint.offset, result.body, result.headers)
+            except LogOffsetError as exc:  # the relay's offset is not one: say so, keep ours
+                endpoint.errors.append(str(exc))
         self._add(kind.source.name, endpoint, now, seen.observations)
 
     def add_artifact(self, label: str, analysis: dict, now: float | None = None) -> None:

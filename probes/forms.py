@@ -6,7 +6,8 @@ from django import forms
 
 from probes.kinds import Needs, kind_of
 from probes.models import Target
-from probes.net import ProbeError, validate_url
+from probes.net import ProbeError, check_registered_url
+from probes.policy import fetch_policy
 
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 MAX_QUERIES = 20
@@ -68,7 +69,7 @@ class TargetForm(forms.ModelForm):
                 self.add_error("url", "This kind of target is read over HTTP: give its URL.")
             else:
                 try:
-                    validate_url(url)
+                    check_registered_url(url, fetch_policy())
                 except ProbeError as exc:
                     self.add_error("url", exc.message)
         if Needs.HOST_QUEUE in needs and not data.get("host_queue"):

@@ -8,8 +8,17 @@ does one thing (bounded GETs) and spends well under a millisecond per request.
 
 Security lives where it did: every new connection goes to an address that
 ``connect`` (supplied by probes.net) resolved and checked; a response is read
-with a header-size bound, a decoded-size cap, per-read timeouts and the caller's
-overall deadline.
+with a header-size bound, a decoded-size cap, a wire-size cap, per-read timeouts and
+the caller's overall deadline.
+
+The deadline is checked by the read loop itself, against the clock, after every
+event, rather than left to a cancellation: a peer that keeps data always waiting
+(endless 1-byte chunks) gives a loop that never suspends, and on Python 3.11
+``asyncio.wait_for`` swallows a cancellation that lands while its read completes,
+so an outer ``asyncio.timeout`` never took effect (165 s past an 8 s deadline,
+tests/probes/test_http11.py::test_an_endless_drip_of_chunks_stops_at_the_deadline).
+The loop also yields to the event loop after every socket read, so one such peer
+cannot starve the other targets of the batch.
 """
 
 from __future__ import annotations
@@ -27,6 +36,10 @@ Origin = tuple[str, str, int]  # (scheme, host, port)
 Connector = Callable[[str, int], Awaitable[str]]  # (host, port) -> checked IP address
 MAX_HEADER_BYTES = 64 * 1024
 READ_CHUNK = 64 * 1024
+# Framing a server may add beyond the decoded body: chunk-size lines and trailers. An
+# honest server's chunks are kilobytes, so twice the body is generous; 1-byte chunks cost
+# 6 wire bytes per body byte and reach this cap long before the body cap.
+WIRE_OVERHEAD_FACTOR = 2
 USER_AGENT = "atlas-console-probe/1"
 
 
@@ -88,16 +101,33 @@ class Pool:
                 connections.popleft().close()
 
     async def get(
-        self, origin: Origin, target: str, *, max_bytes: int, headers: dict[str, str]
+        self,
+        origin: Origin,
+        target: str,
+        *,
+        max_bytes: int,
+        headers: dict[str, str],
+        deadline: float | None = None,
     ) -> RawResponse:
-        """GET ``target`` (path and query) from ``origin``; the body is decoded and capped."""
+        """GET ``target`` (path and query) from ``origin``; the body is decoded and capped.
+
+        ``deadline`` is an absolute ``loop.time()``: past it the exchange raises
+        ``timeout`` whatever the peer is sending. probes.net always passes the fetch's own;
+        without one the exchange still gets a bound (connect plus eight read timeouts), so
+        no caller can make an unbounded read by omission.
+        """
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.connect_timeout + 8 * self.read_timeout
         async with self._gate:
             connection = self._idle[origin].popleft() if self._idle[origin] else None
             reused = connection is not None
             if connection is None:
-                connection = await self._open(origin)
+                connection = await self._open(origin, deadline)
             try:
-                response = await self._exchange(connection, origin, target, max_bytes, headers)
+                response = await self._exchange(
+                    connection, origin, target, max_bytes, headers, deadline
+                )
             except (HTTPError, OSError, EOFError, zlib.error) as exc:
                 connection.close()
                 stale = isinstance(exc, OSError | EOFError) or (
@@ -106,9 +136,11 @@ class Pool:
                 if not (reused and stale):
                     raise _as_http_error(exc) from None
                 # The server had closed this idle keep-alive connection: retry once, fresh.
-                connection = await self._open(origin)
+                connection = await self._open(origin, deadline)
                 try:
-                    response = await self._exchange(connection, origin, target, max_bytes, headers)
+                    response = await self._exchange(
+                        connection, origin, target, max_bytes, headers, deadline
+                    )
                 except (HTTPError, OSError, EOFError, zlib.error) as retry_exc:
                     connection.close()
                     raise _as_http_error(retry_exc) from None
@@ -121,23 +153,22 @@ class Pool:
             self._release(origin, connection)
             return response
 
-    async def _open(self, origin: Origin) -> _Connection:
+    async def _open(self, origin: Origin, deadline: float) -> _Connection:
         scheme, host, port = origin
         address = await self._connect(host, port)
         context = None
         if scheme == "https":
             context = self._ssl or ssl.create_default_context()
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            async with asyncio.timeout_at(min(deadline, loop.time() + self.connect_timeout)):
+                reader, writer = await asyncio.open_connection(
                     address,
                     port,
                     ssl=context,
                     server_hostname=host if context else None,
                     limit=READ_CHUNK,
-                ),
-                self.connect_timeout,
-            )
+                )
         except TimeoutError:
             raise HTTPError("timeout", f"no connection to {host}:{port} in time") from None
         except ssl.SSLError as exc:
@@ -163,8 +194,11 @@ class Pool:
         target: str,
         max_bytes: int,
         headers: dict[str, str],
+        deadline: float,
     ) -> RawResponse:
         scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        max_wire = WIRE_OVERHEAD_FACTOR * max_bytes + MAX_HEADER_BYTES
         default_port = 443 if scheme == "https" else 80
         host_header = host if port == default_port else f"{host}:{port}"
         if ":" in host and not host.startswith("["):
@@ -186,22 +220,31 @@ class Pool:
         status, reason, response_headers = 0, "", {}
         decoder = None
         parts: list[bytes] = []
-        size = raw_size = 0
+        size = raw_size = wire_size = 0
         while True:
+            # Checked per event, not per read: one 64 KiB read of 1-byte chunks is ~10,000
+            # events, and the deadline must not depend on the peer ever going quiet.
+            if loop.time() >= deadline:
+                raise HTTPError("timeout", "no complete answer by the deadline")
             try:
                 event = protocol.next_event()
             except h11.RemoteProtocolError as exc:
                 raise HTTPError("protocol", f"malformed HTTP response: {exc}") from None
             if event is h11.NEED_DATA:
                 try:
-                    chunk = await asyncio.wait_for(
-                        connection.reader.read(READ_CHUNK), self.read_timeout
-                    )
+                    async with asyncio.timeout_at(min(deadline, loop.time() + self.read_timeout)):
+                        chunk = await connection.reader.read(READ_CHUNK)
                 except TimeoutError:
                     raise HTTPError("timeout", "no answer in time") from None
                 if not chunk and protocol.their_state is h11.SEND_RESPONSE:
                     raise HTTPError("closed", "connection closed before a response")
+                wire_size += len(chunk)
+                if wire_size > max_wire:
+                    raise HTTPError("too-large", f"response exceeds {max_wire:,} bytes on the wire")
                 protocol.receive_data(chunk)
+                # A read of buffered data returns without suspending: yield once per read
+                # so the batch's other targets are served while this one streams.
+                await asyncio.sleep(0)
                 continue
             if isinstance(event, h11.Response):
                 status, reason = event.status_code, event.reason.decode("latin-1")

@@ -156,12 +156,9 @@ class ProbeKind:
 
     def next_offset(self, offset: int, body: bytes, headers: Mapping[str, str]) -> int:
         """Where a followed HTTP stream's next read starts: the simulator and log relays
-        say so (``x-log-next-offset``); otherwise count the bytes read."""
-        header = headers.get("x-log-next-offset")
-        try:
-            return int(header) if header is not None else offset + len(body)
-        except ValueError:
-            return offset + len(body)
+        say so (``x-log-next-offset``, validated: ``logfile.LogOffsetError`` when it is
+        not an offset); otherwise count the bytes read."""
+        return logfile.next_offset(headers.get("x-log-next-offset"), offset, len(body))
 
 
 # --- The sources and their signal vocabularies ---------------------------------------

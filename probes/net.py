@@ -156,6 +156,45 @@ def check_address(raw: str, policy: FetchPolicy) -> IPAddress:
     return address
 
 
+# Names that are the cloud metadata service wherever they resolve: refused by name, at
+# registration and at connection, before any DNS answer is asked for.
+METADATA_NAMES = frozenset(
+    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data",
+     "instance-data.ec2.internal", "metadata.azure.com"}
+)  # fmt: skip
+
+
+def literal_address(host: str) -> str | None:
+    """The address ``host`` spells, if the resolver would read it as numeric without DNS.
+
+    That is wider than dotted quads: ``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376``
+    and ``169.254.43518`` are all 169.254.169.254 to getaddrinfo (inet_aton's rules)."""
+    bare = host.strip("[]").split("%", 1)[0]
+    try:
+        infos = socket.getaddrinfo(bare, None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return str(infos[0][4][0]) if infos else None
+
+
+def check_registered_url(url: str, policy: FetchPolicy) -> None:
+    """Refuse at registration what every connection would refuse (issue 19.13).
+
+    An address literal is judged now by the same rules as at connect time (always-blocked
+    ranges, then the allow-list), so a metadata, link-local or disallowed private address
+    is an error on the form, not a target that fails every cycle. A name is not resolved
+    here (the web process may not see the workers' DNS, and an answer can change): it is
+    judged at each connection, unless it is a well-known metadata name."""
+    host = validate_url(url).host.lower().rstrip(".")
+    if host in METADATA_NAMES:
+        raise ProbeError(
+            "blocked-address", f"{host} is the cloud metadata service", transient=False
+        )
+    address = literal_address(host)
+    if address is not None:
+        check_address(address, policy)
+
+
 def system_resolver(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [info[4][0] for info in infos]
@@ -167,6 +206,10 @@ def resolve_checked(host: str, port: int, policy: FetchPolicy) -> str:
     Refusing when any answer is blocked stops a name that mixes a public and a
     metadata address from being used for a round-robin bypass.
     """
+    if host.lower().rstrip(".") in METADATA_NAMES:
+        raise ProbeError(
+            "blocked-address", f"{host} is the cloud metadata service", transient=False
+        )
     resolver = policy.resolver or system_resolver
     try:
         answers = list(dict.fromkeys(resolver(host, port)))
@@ -283,6 +326,7 @@ async def afetch(
 
 async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
     current = validate_url(url)
+    deadline = asyncio.get_running_loop().time() + policy.total_timeout
     for _ in range(policy.max_redirects + 1):
         try:
             response = await client.pool.get(
@@ -290,6 +334,7 @@ async def _afetch(client, url, policy, started, accept_status) -> FetchResult:
                 current.raw_path.decode("ascii"),
                 max_bytes=policy.max_bytes,
                 headers={},
+                deadline=deadline,
             )
         except http11.HTTPError as exc:
             raise ProbeError(exc.kind, str(exc), transient=exc.kind in TRANSIENT_KINDS) from None

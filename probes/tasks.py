@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from probes import retention
+from probes import logfile, retention
 from probes.collect import fetch_all, query_all
 from probes.dispatch import due_polls
 from probes.kinds import Fetch, Read, kind_of
@@ -266,9 +266,14 @@ def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOut
     body = fetched.result.body
     base["size_bytes"] = len(body)
     kind = kind_of(target.kind)
-    following = (
-        kind.next_offset(target.log_offset, body, fetched.result.headers) if kind.follows else None
-    )
+    try:
+        following = (
+            kind.next_offset(target.log_offset, body, fetched.result.headers)
+            if kind.follows
+            else None
+        )
+    except logfile.LogOffsetError as exc:  # the stored offset (and other targets) untouched
+        return PollOutcome(**base, ok=False, error_kind=exc.kind, error=str(exc)[:500])
     return _observed(target, body, cycle, history, base, following)
 
 

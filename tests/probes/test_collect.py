@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from probes.collect import fetch_all
 from probes.net import FetchPolicy
 from tests.support.hostile import hostile_server
@@ -16,6 +18,20 @@ def test_a_batch_mixes_answers_and_bounded_errors_in_order():
     assert [f.key for f in fetched] == [str(i) for i in range(len(paths))]
     kinds = [f.error.kind if f.error else "ok" for f in fetched]
     assert kinds == ["ok", "timeout", "too-large", "ok", "redirect", "http-status"]
+
+
+def test_an_endless_chunk_drip_costs_one_deadline_and_spares_the_good_targets():
+    """Issue 19.1: a peer streaming 1-byte chunks as fast as it can held ``fetch_all`` for
+    196 s past a 2 s deadline and starved the batch; now it is one bounded timeout."""
+    policy = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=2, max_bytes=8 << 20)
+    with hostile_server() as base:
+        paths = ["/ok", "/drip-chunked", "/metrics", "/ok"]
+        started = time.monotonic()
+        fetched = fetch_all([(str(i), base + p) for i, p in enumerate(paths)], policy)
+        elapsed = time.monotonic() - started
+    kinds = [f.error.kind if f.error else "ok" for f in fetched]
+    assert kinds == ["ok", "timeout", "ok", "ok"]
+    assert elapsed < 2 + 3, elapsed  # the deadline plus a busy machine's slack
 
 
 def test_an_empty_batch_is_empty():

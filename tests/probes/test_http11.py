@@ -88,6 +88,38 @@ def test_a_server_that_never_answers_is_a_timeout(server):
     assert isinstance(error, HTTPError) and error.kind == "timeout", error
 
 
+def test_an_endless_drip_of_chunks_stops_at_the_deadline(server):
+    """Issue 19.1: endless 1-byte chunks keep data always waiting, so no read ever idles;
+    the deadline must hold anyway (it ran 196 s past a 2 s deadline here before)."""
+    port = int(server.rsplit(":", 1)[1])
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        async with Pool(_loopback, max_connections=1, connect_timeout=5, read_timeout=5) as pool:
+            started = loop.time()
+            with pytest.raises(HTTPError) as caught:
+                await pool.get(
+                    ("http", "127.0.0.1", port),
+                    "/drip-chunked",
+                    max_bytes=64 << 20,
+                    headers={},
+                    deadline=started + 1.0,
+                )
+            return caught.value, loop.time() - started
+
+    error, elapsed = asyncio.run(run())
+    assert error.kind == "timeout", error
+    assert elapsed < 3.0, elapsed
+
+
+def test_chunk_framing_counts_against_a_wire_cap(server):
+    """1-byte chunks cost 6 wire bytes per body byte: the wire cap stops them before the
+    body cap would, and before any deadline."""
+    (error,) = _get(server, ["/drip-chunked"], max_bytes=32 * 1024, timeout_s=GENEROUS_S)
+    assert isinstance(error, HTTPError) and error.kind == "too-large", error
+    assert "on the wire" in str(error)
+
+
 def test_a_connection_closed_while_idle_is_replaced_transparently(server):
     responses = _get(server, ["/close-after"] * 5, connections=1)
     assert [r.body for r in responses] == [b"up 1\n"] * 5

@@ -80,6 +80,16 @@ def test_a_redirect_to_another_host_name_is_refused(server):
     assert _error(server + "/redirect-other-host").kind == "redirect"
 
 
+def test_a_redirect_to_another_port_of_the_same_host_is_refused(server):
+    """Another port is another origin (issue 19.14: a guard comparing scheme and host only
+    passed every test). The other port really answers, so following it would succeed."""
+    with hostile_server() as other:
+        other_port = other.rsplit(":", 1)[1]
+        assert _fetch(other + "/ok").status == 200
+        error = _error(f"{server}/redirect-other-port?port={other_port}")
+    assert error.kind == "redirect" and "another origin" in error.message
+
+
 def test_a_same_origin_redirect_is_followed(server):
     assert _fetch(server + "/redirect-same-origin").url.endswith("/ok")
 
@@ -112,6 +122,32 @@ def test_metadata_and_link_local_are_blocked_even_when_everything_is_allowed(url
     # httpx already refuses some spellings as malformed; either way nothing is connected to.
     assert error.kind in ("blocked-address", "bad-url"), error
     assert not error.transient
+
+
+# Every provider's metadata endpoint, by address (issue 19.14: removing Azure's wire server
+# from the always-blocked list passed every test). Judged with everything allowed, so only
+# the always-blocked list can refuse them, and with a refusal that says so.
+METADATA_ENDPOINTS = [
+    "http://169.254.169.254/latest/meta-data/",  # AWS, GCP, Azure IMDS, Oracle, DigitalOcean
+    "http://[fd00:ec2::254]/latest/meta-data/",  # AWS over IPv6
+    "http://168.63.129.16/machine?comp=goalstate",  # Azure wire server
+    "http://[::ffff:168.63.129.16]/machine",  # the same, IPv4-mapped
+    "http://[64:ff9b::a83f:8110]/machine",  # the same, through NAT64
+    "http://100.100.100.200/latest/meta-data/",  # Alibaba Cloud
+]
+
+
+@pytest.mark.parametrize("url", METADATA_ENDPOINTS)
+def test_every_providers_metadata_endpoint_is_always_blocked(url):
+    error = _error(url, EVERYWHERE)
+    assert error.kind == "blocked-address", error
+    assert "metadata or otherwise never a probe target" in error.message
+
+
+@pytest.mark.parametrize("neighbour", ["168.63.129.15", "168.63.129.17", "100.100.100.201"])
+def test_the_metadata_blocks_are_single_addresses(neighbour):
+    """Their neighbours are ordinary addresses: the block is the entry, not a wider rule."""
+    assert str(check_address(neighbour, EVERYWHERE)) == neighbour
 
 
 @pytest.mark.parametrize(

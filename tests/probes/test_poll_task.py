@@ -45,6 +45,43 @@ def test_a_cycle_is_stored_once_even_when_the_task_runs_twice(deployment, server
     assert not Target.objects.exclude(claim_task="").exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_dripping_target_does_not_cost_its_neighbours_their_cycle(
+    deployment, server, settings
+):
+    """Issue 19.1: one good target plus one streaming endless 1-byte chunks stored 0 of ~18
+    cycles; the good target's cycle is stored and the drip is a timeout on its own strip."""
+    import time
+
+    settings.ATLAS_PROBE_TIMEOUT = 2
+    good = _target(deployment, server + "/metrics")
+    drip = _target(deployment, server + "/drip-chunked")
+    started = time.monotonic()
+    poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-drip")
+    assert time.monotonic() - started < 30
+    assert Poll.objects.get(target=good, cycle_at=CYCLE).ok
+    values = dict(Observation.objects.filter(target=good).values_list("signal", "value"))
+    assert values == {"requests_waiting": 47.0, "kv_cache_usage": 0.94}
+    drip.refresh_from_db()
+    assert drip.last_error_kind == "timeout"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_offset_past_64_bits_fails_its_target_and_spares_the_others(deployment, server):
+    """Issue 19.2: ``X-Log-Next-Offset: 99999999999999999999999`` raised OverflowError in
+    every poll of the deployment and the good engine target stored nothing."""
+    good = _target(deployment, server + "/metrics")
+    relay = _target(deployment, server + "/log-huge-offset", kind=TargetKind.LOG_HTTP)
+    Target.objects.filter(pk=relay.pk).update(log_offset=120)
+    poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-offset")
+    assert Poll.objects.get(target=good, cycle_at=CYCLE).ok
+    assert Observation.objects.filter(target=good).count() == 2
+    relay.refresh_from_db()
+    assert (relay.last_error_kind, relay.log_offset) == ("bad-offset", 120)
+    assert "99999999999999999999999" in relay.last_error
+    assert not Poll.objects.get(target=relay, cycle_at=CYCLE).ok
+
+
 class Sent:
     """Stands in for the HTTP poll task the layer above hands to ``enqueue_due``."""
 

@@ -79,6 +79,21 @@ class _Handler(socketserver.StreamRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
         self.wfile.write(b"0\r\n\r\n")
 
+    def do_drip_chunked(self, path: str) -> None:
+        """Endless 1-byte chunks, as fast as the socket takes them: every read finds data
+        waiting, so a client whose deadline relies on an idle read never times out."""
+        self._head("200 OK", {"Transfer-Encoding": "chunked"}, None)
+        burst = b"1\r\nx\r\n" * 8192
+        while not self.server.stop.is_set():
+            self.wfile.write(burst)
+
+    def do_log_huge_offset(self, path: str) -> None:
+        """A log relay whose next offset does not fit in any 64-bit column."""
+        body = b"INFO 11-30 12:00:05 engine started\n"
+        headers = {"Content-Type": "text/plain", "X-Log-Next-Offset": "99999999999999999999999"}
+        self._head("200 OK", headers, len(body))
+        self.wfile.write(body)
+
     def do_header_bomb(self, path: str) -> None:
         self.wfile.write(b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"a" * 200_000 + b"\r\n\r\n")
 
@@ -124,6 +139,11 @@ class _Handler(socketserver.StreamRequestHandler):
     def do_redirect_other_host(self, path: str) -> None:
         port = self.server.server_address[1]
         self._head("302 Found", {"Location": f"http://localhost:{port}/ok"}, 0)
+
+    def do_redirect_other_port(self, path: str) -> None:
+        """The same host and scheme on another port (``?port=N``): another origin."""
+        port = path.split("port=", 1)[1].split("&", 1)[0] if "port=" in path else "9"
+        self._head("302 Found", {"Location": f"http://127.0.0.1:{port}/ok"}, 0)
 
     def do_redirect_same_origin(self, path: str) -> None:
         self._head("301 Moved Permanently", {"Location": "/ok"}, 0)
