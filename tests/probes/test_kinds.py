@@ -87,10 +87,19 @@ def test_a_followed_stream_asks_for_its_next_piece():
 
 @pytest.mark.parametrize(
     ("headers", "expected"),
-    [({"x-log-next-offset": "900"}, 900), ({}, 110), ({"x-log-next-offset": "soon"}, 110)],
+    [({"x-log-next-offset": "900"}, 900), ({}, 110)],
 )
 def test_the_next_offset_is_the_relays_or_the_bytes_counted(headers, expected):
     assert kind_of("log_http").next_offset(100, b"0123456789", headers) == expected
+
+
+@pytest.mark.parametrize("header", ["soon", "-5", "99999999999999999999999", "\uff11\uff12"])
+def test_a_relay_offset_that_is_not_one_is_the_targets_error(header):
+    """Not silently counted: the poll fails as bad-offset and the stored offset stays."""
+    from probes.logfile import LogOffsetError
+
+    with pytest.raises(LogOffsetError):
+        kind_of("log_http").next_offset(100, b"0123456789", {"x-log-next-offset": header})
 
 
 def test_a_log_read_continues_the_previous_snapshots_follower():
