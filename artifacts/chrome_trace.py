@@ -36,8 +36,11 @@ import json
 import math
 import re
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -369,6 +372,11 @@ def _int(v: Any, default: int = -1) -> int:
     return default
 
 
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_INF = math.inf
+
+
 def _i32(v: int) -> int:
     return v if -(1 << 31) <= v < (1 << 31) else -1
 
@@ -408,8 +416,10 @@ class _Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
-    ts: Any = None
-    dur: Any = None
+    # float | str: msgspec turns JSON integers into the float ``_num`` would give (or
+    # refuses the piece where float() would overflow); strings are parsed by ``_num``.
+    ts: float | str | None = None
+    dur: float | str | None = None
     pid: Any = None
     tid: Any = None
     # None: absent, null or (from the stdlib path) not an object, which the sink treats alike.
@@ -439,6 +449,34 @@ def _event_from_dict(d: dict) -> _Event:
 
 
 _PIECE_DECODER = msgspec.json.Decoder(list[_Event])
+_PH_CAT = attrgetter("ph", "cat")
+# Phases whose events reach Python code (after python_function events are dropped).
+_WANTED_PHASES = ("X", "i", "I", "M")
+_UNHASHABLE = object()
+
+
+def _hashable(pair: tuple[Any, Any]) -> tuple[Any, Any]:
+    """The pair with an unhashable ph or cat (a list, an object) replaced by a sentinel that
+    counts the same way: not a string, so phase "<none>" and category "<non-string>"."""
+    ph, cat = pair
+    try:
+        hash(ph)
+    except TypeError:
+        ph = _UNHASHABLE
+    try:
+        hash(cat)
+    except TypeError:
+        cat = _UNHASHABLE
+    return ph, cat
+
+
+def _norm_cat(cat: Any) -> str:
+    """The category an event counts under (aliases of the 2021 format folded)."""
+    if type(cat) is str:
+        return _CAT_ALIASES.get(cat, cat)
+    return "" if cat is None else "<non-string>"
+
+
 _NO_ARGS = _Args()
 
 
@@ -466,6 +504,8 @@ class _Sink:
         self.thread_names: dict[str, str] = {}
         self.window: tuple[float, float] | None = None
         self.kept = 0
+        # name -> (launch kind, its runtime summary row): runtime calls repeat few names.
+        self._runtime_of: dict[str, tuple[int | None, list[float]]] = {}
 
     def name_id(self, name: str) -> int:
         i = self._name_ids.get(name)
@@ -480,19 +520,23 @@ class _Sink:
             self._kind_of.append(gpu_kind(name))
         return i
 
-    def _count(self, table: dict[str, int], key: str) -> None:
+    def _count(self, table: dict[str, int], key: str, k: int = 1) -> None:
         if key in table or len(table) < _MAX_CATEGORY_KEYS:
-            table[key] = table.get(key, 0) + 1
+            table[key] = table.get(key, 0) + k
         else:
-            table["<other>"] = table.get("<other>", 0) + 1
+            table["<other>"] = table.get("<other>", 0) + k
 
     def _keep(self) -> None:
         self.kept += 1
         if self.kept > self.lim.max_kept_records:
-            raise ArtifactRejected(
-                f"trace holds more than {self.lim.max_kept_records:,} GPU activities, launches "
-                "and steps; split it (e.g. a shorter profiler schedule) and upload the parts"
-            )
+            self._too_many_kept()
+
+    def _too_many_kept(self) -> None:
+        """Past the cap (hot callers count inline and call this)."""
+        raise ArtifactRejected(
+            f"trace holds more than {self.lim.max_kept_records:,} GPU activities, launches "
+            "and steps; split it (e.g. a shorter profiler schedule) and upload the parts"
+        )
 
     def add(self, e: Any) -> None:
         """One event as the stdlib decoder gave it (any JSON value)."""
@@ -503,41 +547,55 @@ class _Sink:
             self.malformed += 1
 
     def add_many(self, events: list[_Event] | tuple[_Event, ...]) -> None:
-        """Typed events in file order; the per-event dispatch is inlined (hot loop)."""
+        """Typed events in file order.
+
+        Counting and dropping happen in C: the (ph, cat) pairs of the piece are counted with
+        a ``Counter`` (first-appearance order, so the category cap keeps the same keys as
+        counting one event at a time), and only the events of pairs the analyses need reach
+        Python code, still in file order (names are interned in order of appearance).
+        """
+        self.events += len(events)
+        pairs = list(map(_PH_CAT, events))
+        try:
+            counts = Counter(pairs)
+        except TypeError:  # a ph or cat that is a list or an object
+            pairs = [_hashable(p) for p in pairs]
+            counts = Counter(pairs)
         cats = self.cats
         phases = self.phases
-        aliases = _CAT_ALIASES
+        wanted = set()
+        for pair, k in counts.items():
+            ph, cat = pair
+            cat = _norm_cat(cat)
+            self._count(cats, cat, k)
+            self._count(phases, ph if type(ph) is str else "<none>", k)
+            if cat == "python_function":
+                self.py_fn += k
+            elif ph in _WANTED_PHASES:
+                wanted.add(pair)
+        if not wanted:
+            return
+        if len(wanted) < len(counts):
+            events = list(compress(events, map(wanted.__contains__, pairs)))
         complete = self._complete
-        self.events += len(events)
         for e in events:
             ph = e.ph
-            cat = e.cat
-            if type(cat) is str:
-                cat = aliases.get(cat, cat)
-            else:
-                cat = "" if cat is None else "<non-string>"
-            if cat in cats:
-                cats[cat] += 1
-            else:
-                self._count(cats, cat)
-            phk = ph if type(ph) is str else "<none>"
-            if phk in phases:
-                phases[phk] += 1
-            else:
-                self._count(phases, phk)
-            if cat == "python_function":
-                self.py_fn += 1
-            elif ph == "X":
-                complete(e, cat)
-            elif ph == "i" or ph == "I":
-                if e.name == "[memory]":
-                    self._memory(e.args)
+            if ph == "X":
+                complete(e, _norm_cat(e.cat))
             elif ph == "M":
                 self._meta(e)
+            elif e.name == "[memory]":  # "i" or "I"
+                self._memory(e.args)
 
     def _complete(self, e: _Event, cat: str) -> None:
-        ts = _num(e.ts)
-        dur = _num(e.dur)
+        # Inlined common case of _num: a finite float (all msgspec gives; the stdlib path
+        # may give anything, inf and nan included).
+        ts = e.ts
+        if type(ts) is not float or not -_INF < ts < _INF:
+            ts = _num(ts)
+        dur = e.dur
+        if type(dur) is not float or not -_INF < dur < _INF:
+            dur = _num(dur)
         name = e.name
         if ts is None or dur is None or type(name) is not str:
             self.malformed += 1
@@ -558,17 +616,31 @@ class _Sink:
 
     def _gpu(self, e: _Event, ts: float, dur: float, name: str) -> None:
         args = e.args or _NO_ARGS
-        nid = self.name_id(name)
+        nid = self._name_ids.get(name)
+        if nid is None:
+            nid = self.name_id(name)
         kind = self._kind_of[nid]
         g = self.gpu
         g.ts.append(ts)
         g.dur.append(dur)
         g.name.append(nid)
         g.kind.append(kind)
-        g.device.append(_i32(_int(args.device, _int(e.pid))))
-        g.stream.append(_i32(_int(args.stream, _int(e.tid))))
-        g.corr.append(_int(args.correlation))
-        self._keep()
+        # Inlined common case of _i32(_int(v, default)): a plain int that fits.
+        v = args.device
+        if type(v) is not int or not _I32_MIN <= v <= _I32_MAX:
+            v = _i32(_int(v, _int(e.pid)))
+        g.device.append(v)
+        v = args.stream
+        if type(v) is not int or not _I32_MIN <= v <= _I32_MAX:
+            v = _i32(_int(v, _int(e.tid)))
+        g.stream.append(v)
+        v = args.correlation
+        if type(v) is not int or not _I64_MIN <= v <= _I64_MAX:
+            v = _int(v)
+        g.corr.append(v)
+        self.kept += 1
+        if self.kept > self.lim.max_kept_records:
+            self._too_many_kept()
         if kind == COMMUNICATION:
             nelems = self._collective(name, dur, args)
             if nelems > 0:
@@ -611,7 +683,15 @@ class _Sink:
         return nelems
 
     def _runtime(self, e: _Event, ts: float, dur: float, name: str) -> None:
-        kind = launch_kind(name)
+        known = self._runtime_of.get(name)
+        if known is None:
+            r = self.runtime.get(key := self.names[self.name_id(name)])
+            if r is None:
+                r = self.runtime[key] = [0, 0.0, 0.0]
+            known = (launch_kind(name), r)
+            if len(self._runtime_of) < self.lim.max_unique_names:
+                self._runtime_of[name] = known
+        kind, r = known
         if kind is not None:
             args = e.args
             corr = _int(args.correlation) if args is not None else -1
@@ -619,13 +699,12 @@ class _Sink:
             lc.ts.append(ts)
             lc.dur.append(dur)
             lc.corr.append(corr)
-            lc.tid.append(_int(e.tid))
+            tid = e.tid
+            lc.tid.append(tid if type(tid) is int and _I64_MIN <= tid <= _I64_MAX else _int(tid))
             lc.kind.append(kind)
-            self._keep()
-        key = self.names[self.name_id(name)]
-        r = self.runtime.get(key)
-        if r is None:
-            r = self.runtime[key] = [0, 0.0, 0.0]
+            self.kept += 1
+            if self.kept > self.lim.max_kept_records:
+                self._too_many_kept()
         r[0] += 1
         r[1] += dur
         if dur > r[2]:
