@@ -1,12 +1,19 @@
 """Chrome-trace load + analysis: artifacts.chrome_trace/trace_analysis vs HTA's first step.
 
 Usage: .venv/bin/python bench/artifacts_chrome_trace.py [--events 1000000] [--skip-synthetic]
+       [--root PATH]   (measure another checkout's artifacts package, e.g. a `git archive`
+                        of an older commit, for before/after figures)
 
 Baseline (named, measured in the same run): what HolisticTraceAnalysis' default JSON
 backend does before any analysis - ``gzip.open().read()``, ``json.loads`` of the whole
 file, then one dict row per event with the ``args`` it explodes into columns (the input
-of ``pandas.DataFrame``). Ours: ``load_chrome_trace`` (streaming) + ``analyse_trace``.
-Each side runs in its own subprocess so ``ru_maxrss`` is that side's peak RSS.
+of ``pandas.DataFrame``). HTA itself is not installed here; this first step is a lower
+bound on its cost. Ours: ``load_chrome_trace`` (streaming) + ``analyse_trace``.
+
+Each side runs in its own subprocess, so ``ru_maxrss`` is that side's peak RSS and
+``ru_utime + ru_stime`` its CPU. Throughput is raw (decompressed) JSON bytes per CPU-second,
+i.e. MB/s per core: on this shared machine wall time measures the neighbours, CPU time much
+less so (it still inflates under contention, so compare the ratios of one run).
 """
 
 from __future__ import annotations
@@ -23,8 +30,19 @@ sys.path.insert(0, str(ROOT))
 
 SAMPLE = "hta_df_index_resolver_v100_216k_events.json.gz"
 
-_BASELINE = r"""
+_CPU = """
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+"""
+
+_BASELINE = (
+    r"""
 import gzip, json, resource, sys, time
+"""
+    + _CPU
+    + r"""
+c0 = cpu()
 t = time.perf_counter()
 with gzip.open(sys.argv[1], "rb") as fh:
     doc = json.loads(fh.read())
@@ -39,29 +57,38 @@ for e in doc["traceEvents"]:
         row[k] = args.get(k, -1)
     rows.append(row)
 elapsed = time.perf_counter() - t
-print(json.dumps({"s": elapsed, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": elapsed, "cpu_s": cpu() - c0,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "rows": len(rows)}))
 """
+)
 
-_OURS = r"""
+_OURS = (
+    r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
 from artifacts.chrome_trace import load_chrome_trace
 from artifacts.trace_analysis import analyse_trace
+"""
+    + _CPU
+    + r"""
+c0 = cpu()
 t = time.perf_counter()
 trace = load_chrome_trace(sys.argv[1])
 loaded = time.perf_counter() - t
+load_cpu = cpu() - c0
 result = analyse_trace(trace).as_dict()
 elapsed = time.perf_counter() - t
-print(json.dumps({"s": elapsed, "load_s": loaded,
+print(json.dumps({"s": elapsed, "load_s": loaded, "cpu_s": cpu() - c0, "load_cpu_s": load_cpu,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "events": trace.events_total}))
+                  "events": trace.events_total, "raw_bytes": trace.input_bytes}))
 """
+)
 
 
-def _run(code: str, path: Path) -> dict:
+def _run(code: str, path: Path, root: Path) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path), str(ROOT)],
+        [sys.executable, "-c", code, str(path), str(root)],
         check=True,
         capture_output=True,
         text=True,
@@ -69,20 +96,30 @@ def _run(code: str, path: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def _compare(label: str, path: Path) -> None:
-    base = _run(_BASELINE, path)
-    ours = _run(_OURS, path)
-    mb = path.stat().st_size / 1e6
-    print(f"{label}: {path.name} ({mb:.1f} MB on disk, {ours['events']:,} events)")
-    label_base = "HTA JSON backend first step (baseline)"
-    print(f"  {label_base:42s} {base['s']:7.2f} s  {base['rss_mb']:7.0f} MB RSS")
+def _compare(label: str, path: Path, root: Path) -> None:
+    base = _run(_BASELINE, path, root)
+    ours = _run(_OURS, path, root)
+    raw_mb = ours["raw_bytes"] / 1e6
     print(
-        f"  {'stream + analyse (ours)':42s} {ours['s']:7.2f} s  {ours['rss_mb']:7.0f} MB RSS"
-        f"  (load {ours['load_s']:.2f} s)"
+        f"{label}: {path.name} ({path.stat().st_size / 1e6:.1f} MB on disk, {raw_mb:.0f} MB raw "
+        f"JSON, {ours['events']:,} events)"
     )
+    rows = (
+        ("HTA JSON backend first step (baseline)", base["s"], base["cpu_s"], base["rss_mb"]),
+        ("load (ours, streaming)", ours["load_s"], ours["load_cpu_s"], None),
+        ("load + analyse (ours)", ours["s"], ours["cpu_s"], ours["rss_mb"]),
+    )
+    for name, wall, cpu, rss in rows:
+        rss_text = f"{rss:7.0f} MB RSS" if rss is not None else " " * 14
+        print(
+            f"  {name:40s} {wall:7.2f} s wall {cpu:7.2f} CPU-s {rss_text}"
+            f"  {raw_mb / cpu:6.1f} MB/s per core"
+        )
     print(
-        f"  ratio ours/baseline: time {ours['s'] / base['s']:.2f}x, "
-        f"peak RSS {ours['rss_mb'] / base['rss_mb']:.2f}x"
+        f"  ratio ours/baseline: CPU {ours['cpu_s'] / base['cpu_s']:.3f}x "
+        f"({base['cpu_s'] / ours['cpu_s']:.1f}x less), load alone "
+        f"{ours['load_cpu_s'] / base['cpu_s']:.3f}x, wall {ours['s'] / base['s']:.2f}x, "
+        f"peak RSS {ours['rss_mb'] / base['rss_mb']:.3f}x"
     )
 
 
@@ -90,17 +127,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=1_000_002)
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose artifacts to run")
     args = parser.parse_args()
+    if not (args.root / "artifacts" / "chrome_trace.py").is_file():
+        parser.error(f"--root {args.root} holds no artifacts/chrome_trace.py")
     from tests.support.samples import CHROME_TRACES
 
-    _compare("largest real sample", CHROME_TRACES / SAMPLE)
+    _compare("largest real sample", CHROME_TRACES / SAMPLE, args.root)
     if not args.skip_synthetic:
         from tests.artifacts.test_chrome_trace import _write_big_trace
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "synthetic.pt.trace.json.gz"
             raw = _write_big_trace(path, args.events)
-            _compare(f"synthetic ({raw / 1e6:.0f} MB raw JSON)", path)
+            _compare(f"synthetic ({raw / 1e6:.0f} MB raw JSON)", path, args.root)
 
 
 if __name__ == "__main__":
