@@ -12,7 +12,7 @@ import math
 import pytest
 
 from loadgen.report import Outcome
-from realengine.calibrate import Reading, calibrate, itl_quantile_ms
+from realengine.calibrate import Reading, calibrate, cautious, itl_quantile_ms
 from realengine.sizing import (
     EngineCosts,
     Shape,
@@ -125,6 +125,10 @@ def test_calibration_measures_the_batch_slope():
     assert measured.batch_step_ms[8] == pytest.approx(7.5)
     assert measured.decode_step_ms_per_seq == pytest.approx(0.5)
     assert measured.request_ms == pytest.approx(10.0)  # the TTFT intercept
+    assert measured.slowest_step_ms == {1: pytest.approx(4.0), 8: pytest.approx(7.5)}
+    served = cautious(costs(step_ms=4.0, per_seq=0.5), measured)
+    assert served.decode_step_ms == pytest.approx(7.5)  # the slowest step seen, at any batch
+    assert served.decode_step_ms_per_seq == 0.5
     assert calibrate(send, repeats=1, decode_tokens=4).decode_step_ms_per_seq == 0.0
 
 
