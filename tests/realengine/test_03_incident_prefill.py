@@ -26,6 +26,7 @@ from tests.realengine.incidents import Load, describe, diagnose, evidence, nodes
 from tests.realengine.verifying import Poller, criteria, judge, scaled_fix
 
 UNFIXED = EngineFlags(max_model_len=2048, max_num_batched_tokens=2048)
+LONG_PROMPT_MEAN = 1750  # prefill_load's long prompts are 1,600-1,900 tokens
 
 
 def _p99_ms(result) -> float | None:
@@ -36,7 +37,7 @@ def _p99_ms(result) -> float | None:
 
 def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path):
     engine = engines.serve(UNFIXED)
-    calibration, costs = calibrate_engine(engine, "calibration.prefill")
+    calibration, costs = calibrate_engine(engine, "calibration.prefill", long=LONG_PROMPT_MEAN)
     incident = prefill_load(costs)
     constants = tiny_budget(
         calibration, kv_tokens=costs.kv_tokens, max_num_seqs=128,
