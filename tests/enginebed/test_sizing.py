@@ -188,9 +188,9 @@ def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown
                           block_size=128, max_model_len=2048)  # fmt: skip
     incident = prefill_load(machine)
     assert incident.step_with_chunk_ms < incident.itl_ceiling_ms < incident.step_with_prompt_ms
-    # long prompts take a quarter of the engine's time, whatever the machine's speed
+    # long prompts take 40 % of the engine's time, whatever the machine's speed
     busy = incident.prefill.rate_per_s * machine.prefill_ms_per_token * 1750 / 1000
-    assert busy == pytest.approx(0.25)
+    assert busy == pytest.approx(0.4)
     # the decode streams keep eight requests in flight (Little's law)
     flight = incident.decode.rate_per_s * incident.decode.capacity.service_s
     assert flight == pytest.approx(8)

