@@ -277,6 +277,7 @@ def prefill_load(
     prefill_share: float = 0.4,
     service_target_s: float = 6.0,
     run_s: float = 40.0,
+    tail_floor_ms: float | None = None,
 ) -> PrefillIncident:
     """Incident 2, sized from the calibration:
 
@@ -289,7 +290,10 @@ def prefill_load(
       read 50 ms against an 89 ms ceiling; at 0.4 they are ~2 %;
     - the ITL ceiling halfway (geometrically) between a step carrying one intended chunk
       and a step carrying a whole long prompt: the intended budget fits under it, the
-      unchunked step does not, whatever the machine's speed.
+      unchunked step does not, whatever the machine's speed; and at least 1.5x
+      ``tail_floor_ms``, the engine's p99 ITL with a batch decoding and no prefill at all
+      (calibration): a ceiling under that is about the machine, not about prefill (one
+      run put it at 42 ms with the machine's own tail at 46 ms).
     """
     prompt = (32, 64)
     output = output_for_service(costs, prompt, decode_streams, service_s=service_target_s,
@@ -311,5 +315,10 @@ def prefill_load(
     step = costs.step_ms(decode_streams)
     with_chunk = step + costs.prefill_ms_per_token * intended_chunk
     with_prompt = step + prompt_ms
-    return PrefillIncident(decode, prefill, intended_chunk, math.sqrt(with_chunk * with_prompt),
-                           with_chunk, with_prompt)  # fmt: skip
+    ceiling = math.sqrt(with_chunk * with_prompt)
+    if tail_floor_ms is not None:
+        ceiling = max(ceiling, 1.5 * tail_floor_ms)
+        if ceiling >= with_prompt:
+            raise SizingError(f"the machine's ITL tail ({tail_floor_ms:.0f} ms) hides a "
+                              f"{with_prompt:.0f} ms prefill step")  # fmt: skip
+    return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt)

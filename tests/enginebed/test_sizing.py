@@ -198,3 +198,13 @@ def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown
     assert {r.prompt_tokens >= 1600 for r in plan} == {True, False}
     with pytest.raises(SizingError):
         prefill_load(costs())  # max-model-len 1024: a 1,900-token prompt does not fit
+
+
+def test_prefill_ceiling_stays_above_the_machines_own_tail():
+    machine = EngineCosts(0.05, 15, 0.5, kv_tokens=12288, block_size=128, max_model_len=2048)
+    plain = prefill_load(machine)
+    assert prefill_load(machine, tail_floor_ms=10).itl_ceiling_ms == plain.itl_ceiling_ms
+    raised = prefill_load(machine, tail_floor_ms=40)
+    assert raised.itl_ceiling_ms == pytest.approx(60)
+    with pytest.raises(SizingError):  # a tail that hides the whole-prompt step
+        prefill_load(machine, tail_floor_ms=80)

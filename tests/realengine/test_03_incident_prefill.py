@@ -38,7 +38,7 @@ def _p99_ms(result) -> float | None:
 def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path):
     engine = engines.serve(UNFIXED)
     calibration, costs = calibrate_engine(engine, "calibration.prefill", long=LONG_PROMPT_MEAN)
-    incident = prefill_load(costs)
+    incident = prefill_load(costs, tail_floor_ms=calibration.batch_itl_p99_ms)
     constants = tiny_budget(
         calibration, kv_tokens=costs.kv_tokens, max_num_seqs=128,
         max_num_batched_tokens=incident.intended_chunk,
