@@ -15,7 +15,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-from realengine.calibrate import CalibrationError, calibrate, http_sender
+from realengine.calibrate import (
+    CalibrationError,
+    batch_sender,
+    calibrate,
+    engine_meter,
+    http_sender,
+)
 from realengine.install import InstallError, ensure_installed
 from realengine.model import write_tiny_model
 from realengine.server import EngineFlags, EngineServer, EngineStartError
@@ -33,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-num-batched-tokens", type=int)
     serve.add_argument("--scheduling-policy", choices=("fcfs", "priority"))
     serve.add_argument("--log", type=Path, help="engine log file (default: a temporary one)")
-    cal = sub.add_parser("calibrate", help="measure prefill cost and decode step (idle engine)")
+    cal = sub.add_parser(
+        "calibrate", help="measure prefill and decode costs (engine-side, idle engine)"
+    )
     cal.add_argument("--url", required=True)
     cal.add_argument("--model", default="tiny-llama")
     return p
@@ -79,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             return _serve(args)
-        measured = calibrate(http_sender(args.url, args.model))
+        url = args.url.rstrip("/")
+        measured = calibrate(http_sender(url, args.model), send_batch=batch_sender(url, args.model),
+                             meter=engine_meter(f"{url}/metrics"))  # fmt: skip
         print(json.dumps(measured.as_dict(), indent=2))
         return 0
     except (InstallError, EngineStartError, CalibrationError) as exc:

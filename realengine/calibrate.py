@@ -8,18 +8,32 @@ neither queueing nor batching is in it); the decode step is a single stream's de
 time per token, (e2e - TTFT) / (tokens - 1). Not the median gap between chunks: on a busy
 machine the server's events reach the client in bunches, and most gaps read as ~0.
 Medians over repeats keep a busy machine's hiccups out.
+
+A batch of streams decoding together gives the step's cost per further sequence (the
+slope of step time over batch size), and the engine's own ``cache_config_info`` (read
+with the product's parser) its KV capacity and block size: together what
+``realengine.sizing`` needs to size each incident's load against this engine, measured in
+the same run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from loadgen.client import run_plan
 from loadgen.plan import PlannedRequest
 from loadgen.report import Outcome
+from probes.parsing.engine import engine_signals
+from probes.parsing.exposition import parse_exposition
+from probes.parsing.windowed import bucket_quantile
 from realengine.model import TINY_LLAMA, kv_bytes_per_token
+from realengine.sizing import EngineCosts
 
 GIB = 1024**3
 
@@ -33,16 +47,50 @@ class Calibration:
     prefill_ms_per_token: float
     decode_step_ms: float
     idle_ttft_ms: dict[int, float]  # median TTFT by prompt length
+    batch_step_ms: dict[int, float] = field(default_factory=dict)  # median step by batch size
+    # The engine's p99 ITL while only the batch decoded (worst round): the tail a step has
+    # on this machine with no prefill at all, what no chunk budget can go below.
+    batch_itl_p99_ms: float | None = None
+    # The slowest repeat at each batch size: a shared machine's speed moves by 2-3x within
+    # minutes (one afternoon read 7, 15 and 24 ms single-stream steps), and a load that must
+    # be *served* is sized against the slowest step seen, not the median.
+    slowest_step_ms: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def decode_step_ms_per_seq(self) -> float:
+        """Step cost of each further sequence in a batch: the slope from one stream to the
+        largest batch measured (0 when none was, or when batching measured cheaper)."""
+        if not self.batch_step_ms:
+            return 0.0
+        batch = max(self.batch_step_ms)
+        if batch <= 1:
+            return 0.0
+        return max(0.0, (self.batch_step_ms[batch] - self.decode_step_ms) / (batch - 1))
+
+    @property
+    def request_ms(self) -> float:
+        """What a request costs whatever its length: the intercept of idle TTFT over prompt
+        length (HTTP, input processing, scheduling), at least 0."""
+        if not self.idle_ttft_ms:
+            return 0.0
+        short = min(self.idle_ttft_ms)
+        return max(0.0, self.idle_ttft_ms[short] - short * self.prefill_ms_per_token)
 
     def as_dict(self) -> dict:
         return {
             "prefill_ms_per_token": self.prefill_ms_per_token,
+            "request_ms": self.request_ms,
             "decode_step_ms": self.decode_step_ms,
+            "decode_step_ms_per_seq": self.decode_step_ms_per_seq,
             "idle_ttft_ms": {str(k): v for k, v in self.idle_ttft_ms.items()},
+            "batch_step_ms": {str(k): v for k, v in self.batch_step_ms.items()},
+            "batch_itl_p99_ms": self.batch_itl_p99_ms,
+            "slowest_step_ms": {str(k): v for k, v in self.slowest_step_ms.items()},
         }
 
 
 Sender = Callable[[PlannedRequest], Outcome]
+BatchSender = Callable[[list[PlannedRequest]], list[Outcome]]
 
 
 def http_sender(url: str, model: str, *, seed: int = 7) -> Sender:
@@ -55,6 +103,108 @@ def http_sender(url: str, model: str, *, seed: int = 7) -> Sender:
     return send
 
 
+def batch_sender(url: str, model: str, *, seed: int = 7) -> BatchSender:
+    def send(requests: list[PlannedRequest]) -> list[Outcome]:
+        return run_plan(requests, url, model=model, seed=seed, request_timeout_s=300).outcomes
+
+    return send
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One read of the engine's own histograms: (sum in seconds, count) per key, and the
+    ITL histogram's cumulative buckets ``(le, count)``."""
+
+    sums: Mapping[str, tuple[float, float]]
+    itl_buckets: tuple[tuple[float, float], ...] = ()
+
+
+Meter = Callable[[], Reading]
+METER_TRIES = 20
+
+
+def _scrape(metrics_url: str) -> bytes:
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:  # noqa: S310 - loopback
+        return response.read(8 << 20)
+
+
+def engine_meter(metrics_url: str) -> Meter:
+    """The engine's own TTFT and ITL histograms (sum, count), read by the product's parser.
+
+    Measured by the engine, not by the client: on a busy machine a client that is not
+    scheduled for a while reads a whole stream at once, and its timings say nothing about
+    the engine (one calibration read a 0.17 ms decode step that way, where the engine's
+    ITL histogram said 15 ms)."""
+
+    def read() -> Reading:
+        signals = engine_signals(parse_exposition(_scrape(metrics_url)))
+        sums = {}
+        for key in ("ttft", "itl"):
+            h = signals.histograms.get(key)
+            if h is not None and h.sum is not None and h.count is not None:
+                sums[key] = (h.sum, h.count)
+        itl = signals.histograms.get("itl")
+        return Reading(sums, itl.buckets if itl is not None else ())
+
+    return read
+
+
+def mean_ms(before: Reading, after: Reading, key: str, expect: int) -> float | None:
+    """Mean of the ``key`` observations between two readings in ms; None until at least
+    ``expect`` new ones are in (the engine books a stream's last tokens as it ends)."""
+    s0, c0 = before.sums.get(key, (0.0, 0.0))
+    if key not in after.sums:
+        return None
+    s1, c1 = after.sums[key]
+    if c1 - c0 < expect:
+        return None
+    return (s1 - s0) * 1000 / (c1 - c0)
+
+
+def itl_quantile_ms(before: Reading, after: Reading, q: float) -> float | None:
+    """The ITL quantile of what the engine observed between two readings (ms); None when
+    the bucket bounds differ or nothing was observed."""
+    if not after.itl_buckets or [b for b, _ in before.itl_buckets] not in (
+        [],
+        [b for b, _ in after.itl_buckets],
+    ):
+        return None
+    start = dict(before.itl_buckets)
+    delta = [(le, count - start.get(le, 0.0)) for le, count in after.itl_buckets]
+    if delta[-1][1] <= 0:
+        return None
+    value = bucket_quantile(q, delta)
+    return value * 1000 if math.isfinite(value) else None
+
+
+def _metered(meter: Meter, action: Callable[[], object], key: str, expect: int,
+             readings: list[Reading] | None = None) -> float:  # fmt: skip
+    before = meter()
+    action()
+    for _ in range(METER_TRIES):
+        after = meter()
+        value = mean_ms(before, after, key, expect)
+        if value is not None:
+            if readings is not None:
+                readings += [before, after]
+            return value
+        time.sleep(0.1)
+    raise CalibrationError(f"the engine booked fewer than {expect} {key} observations")
+
+
+def _client_step_ms(outcome: Outcome) -> float:
+    _check(outcome, "decode")
+    if outcome.output_tokens < 2:
+        raise CalibrationError("decode probe returned fewer than two tokens")
+    assert outcome.e2e_s is not None and outcome.ttft_s is not None
+    return (outcome.e2e_s - outcome.ttft_s) * 1000 / (outcome.output_tokens - 1)
+
+
+def _check(outcome: Outcome, what: str) -> None:
+    if outcome.status != "ok" or outcome.ttft_s is None or outcome.e2e_s is None:
+        raise CalibrationError(f"{what} probe failed: {outcome.error}")
+
+
 def calibrate(
     send: Sender,
     *,
@@ -62,30 +212,111 @@ def calibrate(
     long: int = 768,
     repeats: int = 5,
     decode_tokens: int = 64,
+    send_batch: BatchSender | None = None,
+    batch: int = 16,
+    batch_repeats: int = 3,
+    meter: Meter | None = None,
 ) -> Calibration:
     """Idle calibration: ``repeats`` one-token requests at each prompt length, then one
-    single stream of ``decode_tokens`` tokens per repeat."""
+    single stream of ``decode_tokens`` tokens per repeat, then (with ``send_batch``)
+    ``batch_repeats`` rounds of ``batch`` streams decoding together.
+
+    With ``meter`` every number is the engine's own (TTFT and ITL histograms read before
+    and after each probe); without it, the client's clock (tests without an engine)."""
     seq = 0
     ttfts: dict[int, list[float]] = {short: [], long: []}
     for _ in range(repeats):
         for length in (short, long):
-            outcome = send(PlannedRequest(seq, 0.0, length, 1))
+            request = PlannedRequest(seq, 0.0, length, 1)
             seq += 1
-            if outcome.status != "ok" or outcome.ttft_s is None:
-                raise CalibrationError(f"prefill probe failed: {outcome.error}")
+            if meter is not None:
+                ttfts[length].append(
+                    _metered(meter, lambda r=request: _check(send(r), "prefill"), "ttft", 1)
+                )
+                continue
+            outcome = send(request)
+            _check(outcome, "prefill")
+            assert outcome.ttft_s is not None
             ttfts[length].append(outcome.ttft_s * 1000)
     steps: list[float] = []
     for _ in range(repeats):
-        outcome = send(PlannedRequest(seq, 0.0, short, decode_tokens))
+        request = PlannedRequest(seq, 0.0, short, decode_tokens)
         seq += 1
-        if outcome.status != "ok" or outcome.ttft_s is None or outcome.e2e_s is None:
-            raise CalibrationError(f"decode probe failed: {outcome.error}")
-        if outcome.output_tokens < 2:
-            raise CalibrationError("decode probe returned fewer than two tokens")
-        steps.append((outcome.e2e_s - outcome.ttft_s) * 1000 / (outcome.output_tokens - 1))
+        if meter is not None:
+            steps.append(_metered(meter, lambda r=request: _check(send(r), "decode"), "itl",
+                                  decode_tokens - 1))  # fmt: skip
+        else:
+            steps.append(_client_step_ms(send(request)))
     medians = {k: statistics.median(v) for k, v in ttfts.items()}
     slope = (medians[long] - medians[short]) / (long - short)
-    return Calibration(max(slope, 1e-4), statistics.median(steps), medians)
+    single = statistics.median(steps)
+    batches = {1: single}
+    slowest = {1: max(steps)}
+    if send_batch is not None and batch > 1:
+        rounds: list[float] = []
+        readings: list[Reading] = []
+        for _ in range(batch_repeats):
+            plan = [PlannedRequest(seq + i, 0.0, short, decode_tokens) for i in range(batch)]
+            seq += batch
+
+            def run(plan: list[PlannedRequest] = plan) -> None:
+                for outcome in send_batch(plan):
+                    _check(outcome, "batch decode")
+
+            if meter is not None:
+                rounds.append(_metered(meter, run, "itl", batch * (decode_tokens - 1), readings))
+            else:
+                outcomes = send_batch(plan)
+                rounds.append(statistics.median(_client_step_ms(o) for o in outcomes))
+        batches[batch] = statistics.median(rounds)
+        slowest[batch] = max(rounds)
+        p99s = [itl_quantile_ms(readings[i], readings[i + 1], 0.99)
+                for i in range(0, len(readings), 2)]  # fmt: skip
+        floor = [v for v in p99s if v is not None]
+        return Calibration(max(slope, 1e-4), single, medians, batches,
+                           batch_itl_p99_ms=max(floor) if floor else None,
+                           slowest_step_ms=slowest)  # fmt: skip
+    return Calibration(max(slope, 1e-4), single, medians, batches, slowest_step_ms=slowest)
+
+
+@dataclass(frozen=True)
+class EngineKv:
+    """The engine's own KV report (``vllm:cache_config_info``), read by the product's parser."""
+
+    tokens: int
+    block_size: int
+
+
+def engine_kv(metrics_url: str) -> EngineKv:
+    """KV capacity and block size from one scrape of the engine's /metrics."""
+    signals = engine_signals(parse_exposition(_scrape(metrics_url)))
+    tokens = signals.gauges.get("kv_capacity_tokens")
+    block = signals.gauges.get("kv_block_size")
+    if tokens is None or block is None:
+        raise CalibrationError("the engine's /metrics carries no cache_config_info KV capacity")
+    return EngineKv(int(tokens.value), int(block.value))
+
+
+def engine_costs(calibration: Calibration, kv: EngineKv, *, max_model_len: int) -> EngineCosts:
+    """The calibration and KV report as ``realengine.sizing.EngineCosts``."""
+    return EngineCosts(
+        prefill_ms_per_token=calibration.prefill_ms_per_token,
+        decode_step_ms=calibration.decode_step_ms,
+        decode_step_ms_per_seq=calibration.decode_step_ms_per_seq,
+        kv_tokens=kv.tokens, block_size=kv.block_size, max_model_len=max_model_len,
+        request_ms=calibration.request_ms,
+    )  # fmt: skip
+
+
+def cautious(costs: EngineCosts, calibration: Calibration) -> EngineCosts:
+    """``costs`` with every step at least the slowest one measured: what a load that must
+    be served (healthy traffic, a fix's verification) is sized against. Overloads use the
+    medians: twice the median capacity is still overload when the machine speeds up."""
+    if not calibration.slowest_step_ms:
+        return costs
+    return dataclasses.replace(
+        costs, decode_step_ms=max(costs.decode_step_ms, *calibration.slowest_step_ms.values())
+    )
 
 
 def tiny_budget(

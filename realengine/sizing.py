@@ -1,0 +1,324 @@
+"""Size an incident's load from what the engine measured in the same run: pure arithmetic.
+
+Fixed arrival rates make an incident depend on the machine: the same 8 requests/s that
+overload an engine on a busy 2-core machine are served by it on an idle one, and no alarm
+fires. So every load here is a multiple of the engine's *measured* capacity for the
+request shape in question, the way a load test is sized against a replica's benchmark:
+"overload" is 2x what the engine serves, "healthy" 0.4x, whatever the machine's speed.
+
+The capacity model is the one the calibration measures (``realengine.calibrate``):
+
+- a decode step costs ``decode_step_ms`` for one sequence plus ``decode_step_ms_per_seq``
+  for each further sequence in the batch (measured with one and with a batch of streams);
+- a request costs ``request_ms`` whatever its length (the intercept of idle TTFT over
+  prompt length: HTTP, input processing, scheduling) and a prompt ``prefill_ms_per_token``
+  per token;
+- at most ``min(seats, KV blocks // blocks a request ends up holding)`` requests run at
+  once (the engine's own ``cache_config_info``: KV tokens and block size);
+- by Little's law that many requests, each served in ``prefill + output x step(n)``,
+  complete ``n / service`` requests per second.
+
+Output lengths are sized in time too (a service of ``service_s`` seconds at the measured
+step), so an incident lasts about as long on a slow machine as on a fast one, within the
+model's context length. Everything is a function of its arguments: unit-tested without an
+engine, and the same calibration always gives the same plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from loadgen.plan import LengthMix, PlannedRequest, merge, poisson_plan
+
+
+class SizingError(ValueError):
+    """The measured engine cannot carry the requested shape (say, KV smaller than one request)."""
+
+
+@dataclass(frozen=True)
+class EngineCosts:
+    """What the calibration measured (milliseconds) and what the engine reports about its KV."""
+
+    prefill_ms_per_token: float
+    decode_step_ms: float  # one sequence
+    decode_step_ms_per_seq: float  # each further sequence in the batch (>= 0)
+    kv_tokens: int  # cache_config_info kv_cache_size_tokens
+    block_size: int  # cache_config_info block_size
+    max_model_len: int
+    request_ms: float = 0.0  # per request, whatever its length
+
+    def __post_init__(self) -> None:
+        if not (self.prefill_ms_per_token >= 0 and self.decode_step_ms > 0):
+            raise SizingError("costs must be positive")
+        if self.request_ms < 0:
+            raise SizingError("the per-request cost cannot be negative")
+        if self.decode_step_ms_per_seq < 0:
+            raise SizingError("the per-sequence step cost cannot be negative")
+        if self.kv_tokens < self.block_size or self.block_size < 1 or self.max_model_len < 2:
+            raise SizingError("the engine must hold at least one block")
+
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_tokens // self.block_size
+
+    def step_ms(self, batch: int) -> float:
+        """One decode step with ``batch`` sequences running."""
+        return self.decode_step_ms + self.decode_step_ms_per_seq * max(0, batch - 1)
+
+    def blocks_held(self, tokens: float) -> int:
+        """Whole KV blocks a request of ``tokens`` (prompt + output so far) holds."""
+        return max(1, math.ceil(tokens / self.block_size))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A request shape: inclusive ranges of prompt and output tokens."""
+
+    prompt: tuple[int, int]
+    output: tuple[int, int]
+
+    @property
+    def prompt_mean(self) -> float:
+        return sum(self.prompt) / 2
+
+    @property
+    def output_mean(self) -> float:
+        return sum(self.output) / 2
+
+    def mixes(self) -> tuple[LengthMix, LengthMix]:
+        return LengthMix(((1.0, *self.prompt),)), LengthMix(((1.0, *self.output),))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one engine serves of one shape: concurrency, per-request service, throughput."""
+
+    concurrency: int  # requests running at once (seats or KV, whichever binds)
+    bound_by: str  # "seats" | "kv"
+    service_s: float  # one request's prefill + decode at that concurrency
+    requests_per_s: float
+
+    def as_dict(self) -> dict:
+        return {"concurrency": self.concurrency, "bound_by": self.bound_by,
+                "service_s": round(self.service_s, 3),
+                "requests_per_s": round(self.requests_per_s, 4)}  # fmt: skip
+
+
+def kv_concurrency(costs: EngineCosts, shape: Shape) -> int:
+    """Requests that fit in the KV cache together at their full length (prompt + output)."""
+    full = costs.blocks_held(shape.prompt_mean + shape.output_mean)
+    fits = costs.kv_blocks // full
+    if fits < 1:
+        raise SizingError(f"one request of this shape needs {full} blocks, the engine has "
+                          f"{costs.kv_blocks}")  # fmt: skip
+    return fits
+
+
+def service_s(costs: EngineCosts, shape: Shape, batch: int) -> float:
+    """One request's time in the engine with ``batch`` running: prefill, then its decodes."""
+    prefill = costs.request_ms + costs.prefill_ms_per_token * shape.prompt_mean
+    return (prefill + shape.output_mean * costs.step_ms(batch)) / 1000
+
+
+def capacity(costs: EngineCosts, shape: Shape, seats: int) -> Capacity:
+    """Throughput of an engine with ``seats`` (max-num-seqs) on requests of ``shape``."""
+    if seats < 1:
+        raise SizingError("seats must be at least 1")
+    kv = kv_concurrency(costs, shape)
+    n, bound = (seats, "seats") if seats <= kv else (kv, "kv")
+    service = service_s(costs, shape, n)
+    return Capacity(n, bound, service, n / service)
+
+
+def output_for_service(costs: EngineCosts, prompt: tuple[int, int], batch: int, *,
+                       service_s: float, low: int, high: int) -> tuple[int, int]:  # fmt: skip
+    """An output range (+-10 %) whose decode takes about ``service_s`` seconds at
+    ``batch``, clamped to [low, high] and to what fits the model's context."""
+    tokens = service_s * 1000 / costs.step_ms(batch)
+    room = costs.max_model_len - prompt[1] - 1
+    centre = max(low, min(high, room, int(tokens)))
+    spread = max(1, centre // 10)
+    return max(1, centre - spread), min(room, centre + spread)
+
+
+@dataclass(frozen=True)
+class IncidentLoad:
+    """One incident's sized load: the Poisson rate, the shape, and how it was derived."""
+
+    name: str
+    shape: Shape
+    seats: int  # the engine's max-num-seqs for this incident
+    capacity: Capacity
+    factor: float  # rate / capacity
+    rate_per_s: float
+    duration_s: float
+    warmup_s: float  # how long the load runs before the diagnosis starts
+
+    def plan(self, seed: int) -> list[PlannedRequest]:
+        prompt, output = self.shape.mixes()
+        return poisson_plan(self.rate_per_s, prompt=prompt, output=output, seed=seed,
+                            duration_s=self.duration_s)  # fmt: skip
+
+    def as_dict(self) -> dict:
+        return {"shape": {"prompt": list(self.shape.prompt), "output": list(self.shape.output)},
+                "seats": self.seats, "capacity": self.capacity.as_dict(),
+                "factor": self.factor, "rate_per_s": round(self.rate_per_s, 4),
+                "duration_s": round(self.duration_s, 1),
+                "warmup_s": round(self.warmup_s, 1)}  # fmt: skip
+
+
+# Incident recipes: (shape's prompt range, decode time a request should take, output
+# clamps, seats (None: the engine's default), load factor). The factors are the brief's:
+# overload is 2x capacity (1.5-2x asked; 2x leaves room for the machine getting faster
+# between calibration and incident), healthy is 0.4x (<= 0.5x asked).
+OVERLOAD_FACTOR = 2.0
+HEALTHY_FACTOR = 0.4
+DIAGNOSE_S = 30.0  # two poll cycles 10 s apart plus the CLI's own start on a busy machine
+
+
+def _sized(name: str, costs: EngineCosts, shape: Shape, seats: int, factor: float, *,
+           min_warmup_s: float, fill_fraction: float) -> IncidentLoad:  # fmt: skip
+    cap = capacity(costs, shape, seats)
+    # Long enough for the symptom to build: ``fill_fraction`` of a request's service (KV
+    # fills as requests decode; a queue needs a few service times of excess arrivals).
+    warmup = max(min_warmup_s, fill_fraction * cap.service_s)
+    return IncidentLoad(name, shape, seats, cap, factor, factor * cap.requests_per_s,
+                        duration_s=warmup + DIAGNOSE_S, warmup_s=warmup)  # fmt: skip
+
+
+def kv_pressure_load(costs: EngineCosts, *, seats: int, service_target_s: float = 6.0,
+                     factor: float = OVERLOAD_FACTOR) -> IncidentLoad:  # fmt: skip
+    """Incident 1: long-output requests arriving at ``factor`` x what the KV cache lets
+    the engine serve, with seats to spare (the engine admits them all and preempts).
+
+    Six seconds of decode per request, not longer: under pressure the engine admits new
+    requests only as others finish, and with 12 s requests a 10 s poll interval saw no
+    first token at all (p95 TTFT unmeasured, the alarm not judged)."""
+    prompt = (250, 350)
+    probe = Shape(prompt, (400, 400))
+    batch = kv_concurrency(costs, probe)
+    output = output_for_service(costs, prompt, batch, service_s=service_target_s, low=150,
+                                high=600)  # fmt: skip
+    shape = Shape(prompt, output)
+    load = _sized("kv-pressure", costs, shape, seats, factor, min_warmup_s=20,
+                  fill_fraction=1.0)  # fmt: skip
+    if load.capacity.bound_by != "kv":
+        raise SizingError(f"{seats} seats bind before the KV cache: no KV pressure possible")
+    return load
+
+
+def overload_load(costs: EngineCosts, *, seats: int = 8, service_target_s: float = 5.0,
+                  factor: float = OVERLOAD_FACTOR) -> IncidentLoad:  # fmt: skip
+    """Incident 3: short requests at ``factor`` x what ``seats`` serve, KV far from full
+    (the seats bind, the queue grows by (factor - 1) x capacity per second)."""
+    prompt = (50, 150)
+    output = output_for_service(costs, prompt, seats, service_s=service_target_s, low=50,
+                                high=300)  # fmt: skip
+    load = _sized("overload", costs, Shape(prompt, output), seats, factor, min_warmup_s=20,
+                  fill_fraction=2.0)  # fmt: skip
+    if load.capacity.bound_by != "seats":
+        raise SizingError("the KV cache binds before the seats: this would be KV pressure")
+    return load
+
+
+def healthy_load(costs: EngineCosts, *, seats: int, factor: float = HEALTHY_FACTOR) -> IncidentLoad:
+    """Incident 4: mixed short requests at ``factor`` x capacity on the default engine."""
+    shape = Shape((100, 300), (50, 150))
+    return _sized("healthy", costs, shape, seats, factor, min_warmup_s=10, fill_fraction=1.0)
+
+
+def serving_load(costs: EngineCosts, shape: Shape, *, seats: int, factor: float,
+                 duration_s: float) -> IncidentLoad:  # fmt: skip
+    """A load of ``shape`` at ``factor`` x what ``seats`` serve (fix verification: an
+    arrival process the fixed engine can serve)."""
+    cap = capacity(costs, shape, seats)
+    return IncidentLoad("serving", shape, seats, cap, factor, factor * cap.requests_per_s,
+                        duration_s=duration_s, warmup_s=0.0)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PrefillIncident:
+    """Incident 2: long prompts landing among decode streams, and the ITL ceiling that
+    tells one big prefill step from a chunk of the intended budget."""
+
+    decode: IncidentLoad
+    prefill: IncidentLoad
+    intended_chunk: int
+    itl_ceiling_ms: float
+    step_with_chunk_ms: float  # a decode step carrying one intended chunk
+    step_with_prompt_ms: float  # a decode step carrying a whole long prompt
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.decode.duration_s, self.prefill.duration_s)
+
+    @property
+    def warmup_s(self) -> float:
+        return max(self.decode.warmup_s, self.prefill.warmup_s)
+
+    def plan(self, seed: int) -> list[PlannedRequest]:
+        return merge(self.decode.plan(seed), self.prefill.plan(seed + 1))
+
+    def as_dict(self) -> dict:
+        return {"decode": self.decode.as_dict(), "prefill": self.prefill.as_dict(),
+                "intended_chunk": self.intended_chunk,
+                "itl_ceiling_ms": round(self.itl_ceiling_ms, 1),
+                "step_with_chunk_ms": round(self.step_with_chunk_ms, 1),
+                "step_with_prompt_ms": round(self.step_with_prompt_ms, 1)}  # fmt: skip
+
+
+def prefill_load(
+    costs: EngineCosts,
+    *,
+    intended_chunk: int = 256,
+    long_prompt: tuple[int, int] = (1600, 1900),
+    decode_streams: int = 8,
+    prefill_share: float = 0.4,
+    service_target_s: float = 6.0,
+    run_s: float = 40.0,
+    tail_floor_ms: float | None = None,
+) -> PrefillIncident:
+    """Incident 2, sized from the calibration:
+
+    - ``decode_streams`` short-prompt streams decoding for ``service_target_s`` each, on
+      average (Poisson at streams / service);
+    - long prompts arriving so that their prefill takes ``prefill_share`` of the engine's
+      time (Poisson at share / (prompt x prefill cost)). The steps that carry one are
+      share x step / prompt cost of all steps, and a p99 must see them: at a quarter they
+      were 1.3 % (10 ms steps, 196 ms prompts) and the engine's p99 ITL over a 10 s poll
+      read 50 ms against an 89 ms ceiling; at 0.4 they are ~2 %;
+    - the ITL ceiling halfway (geometrically) between a step carrying one intended chunk
+      and a step carrying a whole long prompt: the intended budget fits under it, the
+      unchunked step does not, whatever the machine's speed; and at least 1.5x
+      ``tail_floor_ms``, the engine's p99 ITL with a batch decoding and no prefill at all
+      (calibration): a ceiling under that is about the machine, not about prefill (one
+      run put it at 42 ms with the machine's own tail at 46 ms).
+    """
+    prompt = (32, 64)
+    output = output_for_service(costs, prompt, decode_streams, service_s=service_target_s,
+                                low=50, high=600)  # fmt: skip
+    decode_shape = Shape(prompt, output)
+    decode_cap = capacity(costs, decode_shape, decode_streams)
+    decode = IncidentLoad("prefill-decodes", decode_shape, decode_streams, decode_cap,
+                          factor=1.0, rate_per_s=decode_streams / decode_cap.service_s,
+                          duration_s=run_s, warmup_s=min(20.0, run_s / 2))  # fmt: skip
+    long_shape = Shape(long_prompt, (4, 8))
+    if long_prompt[1] + 8 > costs.max_model_len:
+        raise SizingError(f"a {long_prompt[1]}-token prompt does not fit max-model-len "
+                          f"{costs.max_model_len}")  # fmt: skip
+    prompt_ms = costs.prefill_ms_per_token * long_shape.prompt_mean
+    long_cap = capacity(costs, long_shape, decode_streams)
+    prefill = IncidentLoad("prefill-prompts", long_shape, decode_streams, long_cap,
+                           factor=prefill_share, rate_per_s=prefill_share * 1000 / prompt_ms,
+                           duration_s=run_s, warmup_s=decode.warmup_s)  # fmt: skip
+    step = costs.step_ms(decode_streams)
+    with_chunk = step + costs.prefill_ms_per_token * intended_chunk
+    with_prompt = step + prompt_ms
+    ceiling = math.sqrt(with_chunk * with_prompt)
+    if tail_floor_ms is not None:
+        ceiling = max(ceiling, 1.5 * tail_floor_ms)
+        if ceiling >= with_prompt:
+            raise SizingError(f"the machine's ITL tail ({tail_floor_ms:.0f} ms) hides a "
+                              f"{with_prompt:.0f} ms prefill step")  # fmt: skip
+    return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt)

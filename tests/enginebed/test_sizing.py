@@ -1,0 +1,210 @@
+"""Incident loads sized from the calibration (realengine.sizing): pure, no engine.
+
+The property the real-engine tests rely on: a load's ratio to the engine's measured
+capacity does not depend on how fast the machine is. A machine twice as slow gets half
+the arrival rate (or shorter outputs), never an incident that silently stops being one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from loadgen.report import Outcome
+from realengine.calibrate import Reading, calibrate, cautious, itl_quantile_ms
+from realengine.sizing import (
+    EngineCosts,
+    Shape,
+    SizingError,
+    capacity,
+    healthy_load,
+    kv_concurrency,
+    kv_pressure_load,
+    output_for_service,
+    overload_load,
+    prefill_load,
+    serving_load,
+)
+
+TINY = {"kv_tokens": 12288, "block_size": 128, "max_model_len": 1024}
+
+
+def costs(step_ms: float = 10.0, per_seq: float = 0.5, prefill: float = 0.05) -> EngineCosts:
+    return EngineCosts(prefill, step_ms, per_seq, **TINY)
+
+
+def test_kv_concurrency_counts_whole_blocks_at_full_length():
+    # 300 + 550 = 850 tokens -> 7 blocks of 128; 96 blocks hold 13 such requests.
+    assert kv_concurrency(costs(), Shape((250, 350), (500, 600))) == 13
+    with pytest.raises(SizingError):
+        kv_concurrency(EngineCosts(0.05, 10, 0, 256, 128, 1024), Shape((300, 300), (300, 300)))
+
+
+def test_capacity_is_littles_law_at_the_binding_limit():
+    shape = Shape((50, 150), (100, 100))
+    cap = capacity(costs(), shape, seats=8)
+    assert cap.bound_by == "seats" and cap.concurrency == 8
+    # service = 100 x 0.05 ms + 100 x (10 + 7 x 0.5) ms = 1.355 s
+    assert cap.service_s == pytest.approx(1.355)
+    assert cap.requests_per_s == pytest.approx(8 / 1.355)
+    with_overhead = EngineCosts(0.05, 10.0, 0.5, **TINY, request_ms=45.0)
+    assert capacity(with_overhead, shape, seats=8).service_s == pytest.approx(1.4)
+    kv_bound = capacity(costs(), Shape((250, 350), (500, 600)), seats=128)
+    assert kv_bound.bound_by == "kv" and kv_bound.concurrency == 13
+
+
+@pytest.mark.parametrize("slowdown", [0.5, 1.0, 3.0, 8.0])
+def test_load_factors_hold_whatever_the_machine_speed(slowdown):
+    machine = costs(step_ms=10 * slowdown, per_seq=0.5 * slowdown, prefill=0.05 * slowdown)
+    for load, factor in (
+        (kv_pressure_load(machine, seats=128), 2.0),
+        (overload_load(machine), 2.0),
+        (healthy_load(machine, seats=128), 0.4),
+    ):
+        assert load.rate_per_s == pytest.approx(factor * load.capacity.requests_per_s)
+        assert load.factor == factor
+        assert load.shape.prompt[1] + load.shape.output[1] < TINY["max_model_len"]
+        plan = load.plan(seed=1)
+        assert plan and plan[-1].at_s <= load.duration_s
+
+
+def test_outputs_are_sized_in_time_within_the_context():
+    fast, slow = costs(step_ms=5, per_seq=0), costs(step_ms=40, per_seq=0)
+    assert output_for_service(fast, (250, 350), 1, service_s=2, low=50, high=1000) == (360, 440)
+    # 2 s at 40 ms is 50 tokens: the floor
+    assert output_for_service(slow, (250, 350), 1, service_s=2, low=50, high=1000) == (45, 55)
+    # 10 s at 5 ms would be 2,000 tokens: capped by what fits after a 350-token prompt
+    _, high = output_for_service(fast, (250, 350), 1, service_s=10, low=50, high=5000)
+    assert high <= 1024 - 350 - 1
+
+
+def test_kv_pressure_is_kv_bound_and_overload_is_seat_bound():
+    machine = costs()
+    kv = kv_pressure_load(machine, seats=128)
+    assert kv.capacity.bound_by == "kv" and kv.capacity.concurrency < 128
+    over = overload_load(machine, seats=8)
+    assert over.capacity.bound_by == "seats"
+    # Few seats make KV pressure impossible; a huge seat count with big requests is not
+    # plain overload: both refused rather than run as the wrong incident.
+    with pytest.raises(SizingError):
+        kv_pressure_load(machine, seats=4)
+    with pytest.raises(SizingError):
+        overload_load(EngineCosts(0.05, 10, 0.5, 1024, 128, 1024), seats=64)
+
+
+def test_warmup_covers_a_service_time_on_a_slow_machine():
+    slow = kv_pressure_load(costs(step_ms=200, per_seq=5), seats=128)
+    assert slow.warmup_s >= slow.capacity.service_s
+    assert slow.duration_s > slow.warmup_s
+
+
+def test_serving_load_is_a_fraction_of_the_fixed_engines_capacity():
+    shape = Shape((250, 350), (300, 340))
+    load = serving_load(costs(), shape, seats=9, factor=0.5, duration_s=60)
+    assert load.capacity.concurrency == 9
+    assert load.rate_per_s == pytest.approx(0.5 * capacity(costs(), shape, 9).requests_per_s)
+
+
+def test_calibration_measures_the_batch_slope():
+    def outcome(request, step_s):
+        prefill = 0.010 + request.prompt_tokens * 0.00005
+        return Outcome(request.seq, request.prompt_tokens, request.max_tokens, 0, 0.0,
+                       status="ok", ttft_s=prefill,
+                       e2e_s=prefill + step_s * (request.max_tokens - 1),
+                       output_tokens=request.max_tokens)  # fmt: skip
+
+    def send(request):
+        return outcome(request, 0.004)
+
+    def send_batch(requests):  # 4 ms + 0.5 ms per further sequence
+        return [outcome(r, 0.004 + 0.0005 * (len(requests) - 1)) for r in requests]
+
+    measured = calibrate(send, repeats=3, decode_tokens=16, send_batch=send_batch, batch=8)
+    assert measured.decode_step_ms == pytest.approx(4.0)
+    assert measured.batch_step_ms[8] == pytest.approx(7.5)
+    assert measured.decode_step_ms_per_seq == pytest.approx(0.5)
+    assert measured.request_ms == pytest.approx(10.0)  # the TTFT intercept
+    assert measured.slowest_step_ms == {1: pytest.approx(4.0), 8: pytest.approx(7.5)}
+    served = cautious(costs(step_ms=4.0, per_seq=0.5), measured)
+    assert served.decode_step_ms == pytest.approx(7.5)  # the slowest step seen, at any batch
+    assert served.decode_step_ms_per_seq == 0.5
+    assert calibrate(send, repeats=1, decode_tokens=4).decode_step_ms_per_seq == 0.0
+
+
+def test_calibration_reads_the_engines_own_clock_when_metered():
+    """A client that is descheduled reads a whole stream at once (its decode step reads
+    ~0); the engine's histograms, read before and after each probe, are what count."""
+    totals = {"ttft": [0.0, 0.0], "itl": [0.0, 0.0]}
+    booked = []  # observations the engine books only after the stream ended (one late read)
+
+    bounds = (0.01, 0.025, 0.05, 0.1, math.inf)
+    itl = dict.fromkeys(bounds, 0.0)
+
+    def meter():
+        while booked:
+            key, value = booked.pop()
+            totals[key][0] += value
+            totals[key][1] += 1
+            if key == "itl":
+                for le in bounds:
+                    itl[le] += value <= le
+        return Reading({k: (s, c) for k, (s, c) in totals.items()}, tuple(itl.items()))
+
+    def engine(request, step_s):
+        ttft = 0.040 + request.prompt_tokens * 0.00005
+        booked.append(("ttft", ttft))
+        booked.extend(("itl", step_s) for _ in range(request.max_tokens - 1))
+        # the client saw everything at once: e2e == ttft
+        return Outcome(request.seq, request.prompt_tokens, request.max_tokens, 0, 0.0,
+                       status="ok", ttft_s=1.0, e2e_s=1.0,
+                       output_tokens=request.max_tokens)  # fmt: skip
+
+    def send_batch(requests):
+        return [engine(r, 0.015 + 0.0005 * (len(requests) - 1)) for r in requests]
+
+    measured = calibrate(lambda r: engine(r, 0.015), repeats=3, decode_tokens=16,
+                         send_batch=send_batch, batch=16, meter=meter)  # fmt: skip
+    assert measured.decode_step_ms == pytest.approx(15.0)
+    assert measured.batch_step_ms[16] == pytest.approx(22.5)
+    assert measured.prefill_ms_per_token == pytest.approx(0.05)
+    assert measured.request_ms == pytest.approx(40.0)
+    # 16 x 15 streams at 22.5 ms, all in the (0.01, 0.025] bucket
+    assert 10 < measured.batch_itl_p99_ms <= 25
+
+
+def test_itl_quantile_is_of_the_observations_between_two_readings():
+    before = Reading({}, ((0.05, 90.0), (0.1, 100.0), (math.inf, 100.0)))
+    after = Reading({}, ((0.05, 90.0), (0.1, 190.0), (math.inf, 200.0)))
+    # of the 100 new observations, 90 in (0.05, 0.1] and 10 above: p50 inside that bucket
+    assert itl_quantile_ms(before, after, 0.5) == pytest.approx(50 + 50 * 50 / 90)
+    assert itl_quantile_ms(after, after, 0.5) is None  # nothing new
+    assert itl_quantile_ms(Reading({}, ((1.0, 1.0),)), after, 0.5) is None  # other bounds
+
+
+@pytest.mark.parametrize("slowdown", [0.5, 1.0, 4.0])
+def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown):
+    machine = EngineCosts(0.05 * slowdown, 15 * slowdown, 0.5 * slowdown, kv_tokens=12288,
+                          block_size=128, max_model_len=2048)  # fmt: skip
+    incident = prefill_load(machine)
+    assert incident.step_with_chunk_ms < incident.itl_ceiling_ms < incident.step_with_prompt_ms
+    # long prompts take 40 % of the engine's time, whatever the machine's speed
+    busy = incident.prefill.rate_per_s * machine.prefill_ms_per_token * 1750 / 1000
+    assert busy == pytest.approx(0.4)
+    # the decode streams keep eight requests in flight (Little's law)
+    flight = incident.decode.rate_per_s * incident.decode.capacity.service_s
+    assert flight == pytest.approx(8)
+    plan = incident.plan(seed=1)
+    assert {r.prompt_tokens >= 1600 for r in plan} == {True, False}
+    with pytest.raises(SizingError):
+        prefill_load(costs())  # max-model-len 1024: a 1,900-token prompt does not fit
+
+
+def test_prefill_ceiling_stays_above_the_machines_own_tail():
+    machine = EngineCosts(0.05, 15, 0.5, kv_tokens=12288, block_size=128, max_model_len=2048)
+    plain = prefill_load(machine)
+    assert prefill_load(machine, tail_floor_ms=10).itl_ceiling_ms == plain.itl_ceiling_ms
+    raised = prefill_load(machine, tail_floor_ms=40)
+    assert raised.itl_ceiling_ms == pytest.approx(60)
+    with pytest.raises(SizingError):  # a tail that hides the whole-prompt step
+        prefill_load(machine, tail_floor_ms=80)
