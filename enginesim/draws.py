@@ -348,6 +348,14 @@ class _Ctx:
         gpu_s_per_request = prefill + output * self.step_s / max(1.0, seats)
         return (self.load if load is None else load) / gpu_s_per_request
 
+    def seat_and_lane_rates(self, prompt: float, output: float) -> tuple[float, float]:
+        """Requests per second the seats serve (each holds its seat for its prompt's
+        chunks, then its output's decode steps) and the prefill lane serves (prompts of
+        ``prompt`` tokens, ``chunk`` tokens a mixed step)."""
+        chunks = max(1.0, prompt / self.chunk)
+        hold_s = chunks * self.mixed_step_s() + output * self.step_s
+        return self.seats / hold_s, 1.0 / (chunks * self.mixed_step_s())
+
     def ttft_floor_s(self, prompt: float) -> float:
         """The lowest TTFT target a team serving ``prompt``-token prompts sets: three times
         what one such prompt takes (its chunks in mixed steps, then a few decode steps),
@@ -386,9 +394,22 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # prompts (the seats a team with that much cache would run).
     x.seats = min(1024, max(x.seats, 16 * math.ceil(capacity * 1.1 / 6000 / 16)))
     total = capacity * x.rng.uniform(1.0, 1.2) / x.seats
-    prompt = total * x.rng.uniform(0.65, 0.85)
-    output = max(48.0, total - prompt)
-    peak = x.rate_for(prompt * 1.05, output * 1.1, x.rng.uniform(1.0, 1.35))
+    # The seats must fill the cache before the prefill lane saturates: with chunked
+    # prefill a prompt takes prompt / chunk mixed steps of the one lane all prompts share,
+    # while outputs decode side by side. Where the seats would turn over faster than the
+    # lane can prefill (many seats, a small chunk, long prompts), the queue grows at a half
+    # empty cache: a prefill backlog, not KV pressure. So the split keeps the rate the seats
+    # serve at most 0.6 of the lane's (a longer output share: more decoding per prompt).
+    fraction, overload = x.rng.uniform(0.65, 0.85), x.rng.uniform(1.05, 1.35)
+    while True:
+        prompt = total * fraction
+        output = max(48.0, total - prompt)
+        seat_rate, lane_rate = x.seat_and_lane_rates(prompt, output)
+        if seat_rate <= 0.6 * lane_rate or fraction <= 0.2:
+            break
+        fraction -= 0.05
+    # A ramp to just over what the seats serve, below what the lane prefills.
+    peak = seat_rate * overload
     t0, ramp = 30.0, 150.0
     rate = RateProfile(
         (
@@ -409,7 +430,7 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # The team's TTFT target is set for *their* prompts (thousands of tokens here), not the
     # generic 770: else the long prompts' own prefill fires the alarm before KV fills.
     x.ttft_target_s = round(max(x.ttft_target_s, x.ttft_floor_s(prompt)), 3)
-    x.notes.update(kv_prompt=prompt, kv_output=output, kv_peak_rate=peak)
+    x.notes.update(kv_prompt=prompt, kv_output=output, kv_peak_rate=peak, kv_lane_rate=lane_rate)
     return replace(sc, workload=wl, config={**sc.config, "max_num_batched_tokens": x.chunk})
 
 
