@@ -144,3 +144,13 @@ def test_a_leaks_ttft_target_holds_at_its_healthy_peak():
         peak = d.notes["healthy_peak_ttft_p95_s"]
         assert peak > 0
         assert d.budget["ttft_target_ms"] / 1000 >= 1.25 * peak
+
+
+def test_kv_pressure_fills_the_cache_before_the_prefill_lane_saturates():
+    """The seats turn over at most 0.6 of what chunked prefill can serve (else the queue
+    grows at a half-empty cache), and the ramp's peak is just over what the seats serve."""
+    for seed in range(8):
+        notes = draws.draw("kv-pressure", seed).notes
+        assert notes["kv_peak_rate"] <= 1.35 * 0.6 * notes["kv_lane_rate"] * 1.0001 or (
+            notes["kv_prompt"] <= 0.2 * (notes["kv_prompt"] + notes["kv_output"]) * 1.05
+        )

@@ -126,3 +126,55 @@ def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
         c for c in result.find("oversized-prefill-chunks").checks if c.id == "prefill-step-excess"
     )
     assert excess.outcome == "inconclusive"  # 3x the chunk: between the thresholds
+
+
+def test_a_slow_rank_is_a_cause_of_high_ttft_before_any_queue_forms():
+    """TTFT over target with the queue short and KV at half: one rank at 1,200 of 1,410
+    MHz stretches every prefill chunk; high-ttft names it, and clocks within 5 % rule it
+    out."""
+    quiet = {
+        ("engine", "requests_waiting"): [("", flat(2))],
+        ("engine", "kv_cache_usage"): [("", flat(0.5))],
+        ("engine", "preemptions_rate"): [("", flat(0.0))],
+        ("engine", "queue_time_p95"): [("", flat(0.05))],
+    }
+    slow_rank = walkthrough_1({**quiet, **_clocks([1410, 1410, 1200, 1410])})
+    result = high_ttft(slow_rank)
+    assert result.find("tp-straggler").suggestion == "confirm"
+    assert result.ranking[0] == "tp-straggler"
+    even = high_ttft(walkthrough_1({**quiet, **_clocks([1410] * 4)}))
+    assert even.find("tp-straggler").suggestion == "eliminate"
+
+
+def test_a_gc_pause_of_a_fifth_of_the_target_is_a_cause_of_high_ttft():
+    """Every request waiting for its first token waits for a generation-2 pause: one of a
+    fifth of the TTFT target (600 ms: 120 ms) confirms, one under 10 ms rules it out."""
+
+    def gc_result(pause_ms: float):
+        gc_log = {("artifact", "artifact_gc_pause_max_ms"): [("", [(NOW - 60, pause_ms)])]}
+        return high_ttft(walkthrough_1(gc_log)).find("gc-pauses")
+
+    assert gc_result(150).suggestion == "confirm"
+    assert gc_result(60).suggestion == "inconclusive"
+    assert gc_result(2).suggestion == "eliminate"
+    assert high_ttft(walkthrough_1()).find("gc-pauses").evidence_count == 0  # no gc log
+
+
+def test_a_queue_behind_a_slow_rank_is_not_a_capacity_backlog():
+    """A deep queue with KV healthy reads as plain capacity (add replicas) only while the
+    GPUs run at their clocks: a rank at 60 % of its clock took the capacity, and the slow
+    rank is what to fix."""
+    budget = Budget(sm_clock_mhz=1410)
+    backlog_view = {
+        ("engine", "kv_cache_usage"): [("", flat(0.6))],
+        ("engine", "preemptions_rate"): [("", flat(0.0))],
+        ("engine", "queue_time_p95"): [("", flat(2.0))],
+    }
+    slow = walkthrough_1({**backlog_view, **_clocks([1410, 846, 1410, 1410])})
+    backlog = evaluate(playbooks()["high-ttft"], budget, slow, NOW).find("queue-backlog")
+    veto = next(c for c in backlog.checks if c.id == "clocks-at-full")
+    assert (veto.measured, veto.outcome) == (846, "eliminate")
+    assert backlog.suggestion == "eliminate"
+    full = walkthrough_1({**backlog_view, **_clocks([1410] * 4)})
+    backlog = evaluate(playbooks()["high-ttft"], budget, full, NOW).find("queue-backlog")
+    assert backlog.suggestion == "confirm"

@@ -34,6 +34,8 @@ def test_walkthrough_1_tree_shape():
     assert [h.key for h in playbook.hypotheses] == [
         "router-latency",
         "prefill-slow",
+        "tp-straggler",
+        "gc-pauses",
         "engine-queue",
     ]
     queue = playbook.node("engine-queue")
