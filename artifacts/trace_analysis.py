@@ -33,8 +33,8 @@ Signals (flat numbers for playbooks; a signal is absent when the trace cannot gi
   duration percentiles (milliseconds)
 * ``artifact_decode_step_p50_ms`` - median duration of decode-only steps (ms)
 * ``artifact_max_new_tokens_per_step`` - largest prefill token count in one step (tokens)
-* ``artifact_prefill_step_excess_ms`` - slowest prefill-bearing step minus the median
-  decode-only step (ms)
+* ``artifact_prefill_step_excess_ms`` - GPU-busy time of the busiest prefill-bearing step
+  minus the median decode-only step's (ms; a host stall inside a step is not prefill work)
 * ``artifact_prefill_ms_per_1k_tokens`` - median extra step time per 1,000 prefill tokens
   of the steps above the threshold (ms)
 * ``artifact_gpu_idle_fraction`` - HTA idle / kernel_time (0-1)
@@ -870,9 +870,13 @@ def analyse_trace(
     ]
     if tokens:
         signals["artifact_max_new_tokens_per_step"] = max(tokens)
-    prefill_durs = [r["dur_ms"] for r in rows if r["kind"] in ("prefill", "mixed")]
-    if prefill_durs and decode_p50 is not None:
-        signals["artifact_prefill_step_excess_ms"] = round(max(prefill_durs) - decode_p50, 3)
+    # What a chunk adds to a step is GPU work: compared on GPU-busy time, a host stall in
+    # the step (a GC pause, a slow scheduler) is not read as an oversized prefill.
+    prefill_busy = [r["gpu_busy_ms"] for r in rows if r["kind"] in ("prefill", "mixed")]
+    decode_busy = [r["gpu_busy_ms"] for r in rows if r["kind"] == "decode"]
+    if prefill_busy and len(decode_busy) >= 3:
+        busy_p50 = percentile(decode_busy, 50) or 0.0
+        signals["artifact_prefill_step_excess_ms"] = round(max(prefill_busy) - busy_p50, 3)
     signals.update(extra)
     for key, value in (
         ("artifact_gpu_idle_fraction", idle.get("idle_fraction")),

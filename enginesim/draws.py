@@ -348,6 +348,21 @@ class _Ctx:
         gpu_s_per_request = prefill + output * self.step_s / max(1.0, seats)
         return (self.load if load is None else load) / gpu_s_per_request
 
+    def seat_and_lane_rates(self, prompt: float, output: float) -> tuple[float, float]:
+        """Requests per second the seats serve (each holds its seat for its prompt's
+        chunks, then its output's decode steps) and the prefill lane serves (prompts of
+        ``prompt`` tokens, ``chunk`` tokens a mixed step)."""
+        chunks = max(1.0, prompt / self.chunk)
+        hold_s = chunks * self.mixed_step_s() + output * self.step_s
+        return self.seats / hold_s, 1.0 / (chunks * self.mixed_step_s())
+
+    def ttft_floor_s(self, prompt: float) -> float:
+        """The lowest TTFT target a team serving ``prompt``-token prompts sets: three times
+        what one such prompt takes (its chunks in mixed steps, then a few decode steps),
+        rounded up to 100 ms. A target below its own prompts' prefill fires every day."""
+        typical = math.ceil(prompt / self.chunk) * self.mixed_step_s() + 4 * self.step_s
+        return _round_up(3 * typical, 0.1)
+
     def generic(self, load: float | None = None) -> WorkloadSpec:
         w = WorkloadSpec()
         return replace(w, rate=RateProfile.constant(self.rate_for(700 * 1.1, 180 * 1.2, load)))
@@ -379,9 +394,22 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # prompts (the seats a team with that much cache would run).
     x.seats = min(1024, max(x.seats, 16 * math.ceil(capacity * 1.1 / 6000 / 16)))
     total = capacity * x.rng.uniform(1.0, 1.2) / x.seats
-    prompt = total * x.rng.uniform(0.65, 0.85)
-    output = max(48.0, total - prompt)
-    peak = x.rate_for(prompt * 1.05, output * 1.1, x.rng.uniform(1.0, 1.35))
+    # The seats must fill the cache before the prefill lane saturates: with chunked
+    # prefill a prompt takes prompt / chunk mixed steps of the one lane all prompts share,
+    # while outputs decode side by side. Where the seats would turn over faster than the
+    # lane can prefill (many seats, a small chunk, long prompts), the queue grows at a half
+    # empty cache: a prefill backlog, not KV pressure. So the split keeps the rate the seats
+    # serve at most 0.6 of the lane's (a longer output share: more decoding per prompt).
+    fraction, overload = x.rng.uniform(0.65, 0.85), x.rng.uniform(1.05, 1.35)
+    while True:
+        prompt = total * fraction
+        output = max(48.0, total - prompt)
+        seat_rate, lane_rate = x.seat_and_lane_rates(prompt, output)
+        if seat_rate <= 0.6 * lane_rate or fraction <= 0.2:
+            break
+        fraction -= 0.05
+    # A ramp to just over what the seats serve, below what the lane prefills.
+    peak = seat_rate * overload
     t0, ramp = 30.0, 150.0
     rate = RateProfile(
         (
@@ -399,7 +427,10 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
         ),
         output=LengthDist(median=output, sigma=0.35, lo=16, hi=int(output * 2.6)),
     )
-    x.notes.update(kv_prompt=prompt, kv_output=output, kv_peak_rate=peak)
+    # The team's TTFT target is set for *their* prompts (thousands of tokens here), not the
+    # generic 770: else the long prompts' own prefill fires the alarm before KV fills.
+    x.ttft_target_s = round(max(x.ttft_target_s, x.ttft_floor_s(prompt)), 3)
+    x.notes.update(kv_prompt=prompt, kv_output=output, kv_peak_rate=peak, kv_lane_rate=lane_rate)
     return replace(sc, workload=wl, config={**sc.config, "max_num_batched_tokens": x.chunk})
 
 
@@ -456,9 +487,21 @@ def _long_prefill_itl(x: _Ctx, sc: Scenario) -> Scenario:
     return replace(sc, workload=wl, config={**sc.config, "max_num_batched_tokens": engine_chunk})
 
 
+# Generation-2 collections of a large engine heap: tens of ms to a few hundred (the
+# playbook's rationale and the matrix scenario: ~120 ms, rarely 300 ms; CPython's full
+# collection walks every tracked object, ~1 ms per 10^4-10^5 of them, and an engine heap
+# holds a few million). A pause of a second is a stop-the-world heap of tens of millions of
+# objects, not an engine's: the drawn pause stays within this range.
+GC_PAUSE_RANGE_S = (0.03, 0.4)
+
+
 @_scales("gc-pauses")
 def _gc_pauses(x: _Ctx, sc: Scenario) -> Scenario:
-    pause = x.itl_ceiling_s * x.rng.uniform(1.1, 2.0)
+    """A pause long enough that even a decode-only step it lands in crosses the ceiling
+    (enginesim adds the pause to the step's time), within GC_PAUSE_RANGE_S."""
+    excess = max(0.0, x.itl_ceiling_s - x.step_s)
+    lo, hi = GC_PAUSE_RANGE_S
+    pause = min(hi, max(lo, excess * x.rng.uniform(1.1, 2.0)))
     x.notes.update(gc_pause_s=pause)
     config = {**sc.config, "gc_gen2_pause_s": pause}
     return replace(sc, workload=x.generic(), config=config)
@@ -581,8 +624,7 @@ def draw(scenario: str, seed: int) -> Draw:
     # The team's SLOs: an ITL ceiling 1.6-2.4x their mixed step, a TTFT target well above
     # a typical prompt's prefill (both rounded as people round them).
     x.itl_ceiling_s = round(_round_up(rng.uniform(1.5, 2.3) * x.mixed_step_s(), 0.01), 3)
-    typical = math.ceil(770 / team_chunk) * x.mixed_step_s() + 4 * x.step_s
-    x.ttft_target_s = round(max(_round_up(3 * typical, 0.1), rng.choice((0.5, 0.6, 0.8, 1.0))), 3)
+    x.ttft_target_s = round(max(x.ttft_floor_s(770), rng.choice((0.5, 0.6, 0.8, 1.0))), 3)
     built = []
     for part in parts:
         base = scenarios.get(part) if part != "prefill-slow" else _prefill_slow_base()
@@ -605,6 +647,14 @@ def draw(scenario: str, seed: int) -> Draw:
     if x.prefill_factor != 1.0:
         c = replace(c, prefill_cost_per_token_s=c.prefill_cost_per_token_s * x.prefill_factor)
     x.c = c
+    if "kv-block-leak" in parts:
+        healthy = built[parts.index("kv-block-leak")]
+        healthy = replace(healthy, config={**healthy.config, **cfg_extra, "kv_leak_fraction": 0.0})
+        peak = healthy_peak_ttft_p95(healthy, seed, fmt, c)
+        # A team's target holds at its own healthy daily peak (an alarm that fires every
+        # peak is raised, not paged on): a quarter above the peak minute's p95.
+        x.ttft_target_s = round(max(x.ttft_target_s, _round_up(1.25 * peak, 0.1)), 3)
+        x.notes.update(healthy_peak_ttft_p95_s=peak)
     symptoms = tuple(dict.fromkeys(s for p in parts for s in SYMPTOMS[p]))
     artifacts = tuple(
         dict.fromkeys(a for s in symptoms for a, p in SYMPTOM_ARTIFACTS[s] if rng.random() < p)
@@ -628,6 +678,30 @@ def draw(scenario: str, seed: int) -> Draw:
         deadline_s=max(DEADLINE_S[p] for p in parts),
         notes={**x.notes, "seats": x.seats, "kv_capacity_tokens": kv // c.kv_bytes_per_token},
     )
+
+
+def healthy_peak_ttft_p95(sim: Scenario, seed: int, fmt: str, c: DeploymentConstants) -> float:
+    """The largest p95 TTFT over a minute (as SymptomWatch reads it) in the first rate
+    period of ``sim``, the incident's deployment with the incident taken out."""
+    from enginesim.deployment import Deployment, SimClock
+
+    deployment = Deployment(sim, seed=seed, fmt=fmt, clock=SimClock("manual"), constants=c)
+    workload = sim.workload or WorkloadSpec()
+    period = workload.rate.period_s or 300.0
+    engine = deployment.engines[0]
+    history: list[Any] = []
+    worst = 0.0
+    while deployment.now() < period:
+        deployment.advance(WATCH_EVERY_S)
+        ttft = engine.metrics.ttft
+        history.append(ttft.copy())
+        window = ttft.minus(history[max(0, len(history) - 5)])
+        if window.count >= 5:
+            worst = max(worst, window.quantile(0.95))
+    return worst
+
+
+WATCH_EVERY_S = 15.0
 
 
 def _prefill_slow_base() -> Scenario:

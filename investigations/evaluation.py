@@ -550,7 +550,17 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     for source, signal in (("dcgm", "gpu_sm_clock_max_mhz"), ("nvml", "nvml_sm_clock_max_mhz")):
         if full_clock is None:
             full_clock = reduce(Measure(signal, source, "min", 300), observations, now)
+    # How much slower than the budget's constants the GPUs run: the slowest loaded rank's
+    # SM clock against the full clock (every step waits for the slowest rank at its
+    # all-reduce; compute-bound prefill scales with the clock). 1 when no clock is known:
+    # without dcgm the budget's arithmetic stands as it is.
+    loaded = Measure("gpu_sm_clock_mhz", "dcgm", "min", 300, where=("gpu_gpu_util_pct", ">=", 50))
+    slowest = reduce(loaded, observations, now)
+    clock_stretch = (
+        max(1.0, full_clock / slowest) if full_clock and slowest and slowest > 0 else 1.0
+    )
     return {
+        "expected.clock_stretch": clock_stretch,
         "expected.full_sm_clock_mhz": full_clock,
         "expected.kv_capacity_tokens": float(capacity),
         "expected.kv_capacity_from_engine": 1.0 if kv.from_engine else 0.0,
@@ -748,17 +758,31 @@ def _held_back(
     return None
 
 
+def unjudged(result: CheckResult) -> bool:
+    """The check could not be judged at all: no value, a threshold nobody can compute, or a
+    value the data behind it cannot carry yet (as opposed to a value between thresholds)."""
+    if result.outcome != INCONCLUSIVE:
+        return False
+    no_threshold = result.confirm_threshold is None and result.eliminate_threshold is None
+    return result.measured is None or no_threshold or bool(result.held)
+
+
 def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) -> Suggestion:
     optional = {c.id for c in checks if c.optional}
     vetoes = {c.id for c in checks if c.veto}
     if any(r.id in vetoes and r.outcome == ELIMINATE for r in results):
         return ELIMINATE
-    # Optional checks and vetoes (which can only rule out) never hold a confirmation back.
+    # Optional checks and vetoes (which can only rule out) never hold a confirmation back
+    # by a value that does not rule out; a veto that could not be judged at all does. The
+    # veto tells this cause from one with the same signature (full KV held by running
+    # requests or by nobody): its absence is not a pass.
     quiet = optional | vetoes
     outcomes = [r.outcome for r in results if not (r.id in quiet and r.outcome == INCONCLUSIVE)]
     if ELIMINATE in outcomes and CONFIRM not in outcomes:
         return ELIMINATE
     if outcomes and all(o == CONFIRM for o in outcomes):
+        if any(r.id in vetoes and unjudged(r) for r in results):
+            return INCONCLUSIVE
         return CONFIRM
     return INCONCLUSIVE
 

@@ -40,6 +40,9 @@ EXPECTED_INPUTS = {
     # expected.full_sm_clock_mhz when the budget gives no SM clock (evaluation.py)
     "gpu_sm_clock_max_mhz": 300,
     "nvml_sm_clock_max_mhz": 300,
+    # expected.clock_stretch: the slowest loaded rank's SM clock (evaluation.py)
+    "gpu_sm_clock_mhz": 300,
+    "gpu_gpu_util_pct": 300,
     # expected.kv_capacity_tokens and the block size, where the engine reports them
     "kv_capacity_tokens": 300,
     "kv_block_size": 300,

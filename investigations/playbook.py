@@ -51,6 +51,7 @@ EXPECTED = frozenset(
         "step_ceiling_s",
         "chunk_cost_s",
         "full_sm_clock_mhz",
+        "clock_stretch",
     }
 )
 # Budget-aware functions fix parameters may call, on top of min/max/floor/...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -190,3 +191,20 @@ def test_as_dict_is_strict_json(name: str) -> None:
         assert key in r
     json.dumps(r, allow_nan=False)
     assert all(isinstance(v, (int, float)) for v in r["signals"].values())
+
+
+def test_a_gc_pause_in_a_prefill_step_is_not_prefill_work() -> None:
+    """The prefill excess is GPU work: a 150 ms host stall (a GC pause, an empty gap before
+    the forward) in a step that carries a 512-token chunk adds wall time, not GPU time,
+    and does not read as an oversized chunk."""
+    records, t = [], 0.0
+    for r in _records(512):
+        pause = 0.15 if r.index == 25 else 0.0  # a prefill-bearing step (every 10th from 5)
+        records.append(replace(r, start_s=t, duration_s=r.duration_s + pause, gc_pause_s=pause))
+        t += r.duration_s + pause
+    body = write_chrome_trace(
+        records, tp_size=4, cost_per_prefill_token_s=COST, decode_step_s=DECODE
+    )
+    result = analyse_trace(load_chrome_trace(io.BytesIO(body))).as_dict()
+    assert result["signals"]["artifact_step_max_ms"] > 150 + DECODE * 1000
+    assert result["signals"]["artifact_prefill_step_excess_ms"] == pytest.approx(17.9, abs=2.0)

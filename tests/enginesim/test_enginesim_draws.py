@@ -114,3 +114,43 @@ def _causes_of(part: str) -> tuple[str, ...]:
 
 def _many(scenario: str, n: int) -> list[draws.Draw]:
     return [draws.draw(scenario, seed) for seed in range(n)]
+
+
+# --- incidents as they happen, not as the generator first drew them -------------------
+
+
+def test_gc_pauses_stay_within_what_an_engine_heap_takes():
+    lo, hi = draws.GC_PAUSE_RANGE_S
+    pauses = [draws.draw("gc-pauses", seed).notes["gc_pause_s"] for seed in range(40)]
+    assert all(lo <= p <= hi for p in pauses)
+    assert max(pauses) > 2 * min(pauses)  # still a range, not one value
+
+
+def test_the_ttft_target_covers_the_teams_own_prompts():
+    """kv-pressure serves prompts of thousands of tokens: the team's target is at least
+    three times what one such prompt takes, so the alarm waits for the KV cache to fill."""
+    for seed in range(6):
+        d = draws.draw("kv-pressure", seed)
+        b = d.budget
+        chunk, prompt = b["max_num_batched_tokens"], d.notes["kv_prompt"]
+        c = d.constants
+        mixed = c.decode_step_s + chunk * c.prefill_cost_per_token_s
+        assert b["ttft_target_ms"] / 1000 >= 3 * -(-prompt // chunk) * mixed * 0.999
+
+
+def test_a_leaks_ttft_target_holds_at_its_healthy_peak():
+    for seed in (0, 3):
+        d = draws.draw("kv-block-leak", seed)
+        peak = d.notes["healthy_peak_ttft_p95_s"]
+        assert peak > 0
+        assert d.budget["ttft_target_ms"] / 1000 >= 1.25 * peak
+
+
+def test_kv_pressure_fills_the_cache_before_the_prefill_lane_saturates():
+    """The seats turn over at most 0.6 of what chunked prefill can serve (else the queue
+    grows at a half-empty cache), and the ramp's peak is just over what the seats serve."""
+    for seed in range(8):
+        notes = draws.draw("kv-pressure", seed).notes
+        assert notes["kv_peak_rate"] <= 1.35 * 0.6 * notes["kv_lane_rate"] * 1.0001 or (
+            notes["kv_prompt"] <= 0.2 * (notes["kv_prompt"] + notes["kv_output"]) * 1.05
+        )

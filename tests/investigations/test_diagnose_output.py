@@ -16,7 +16,7 @@ def _walkthrough_after_10_s():
 def test_the_json_carries_span_bucket_and_needs_more_data():
     report = evaluation_json(_walkthrough_after_10_s())
     json.dumps(report, allow_nan=False)
-    queue = report["hypotheses"][1]
+    queue = next(h for h in report["hypotheses"] if h["key"] == "engine-queue")
     pressure = next(c for c in queue["children"] if c["key"] == "kv-cache-pressure")
     rate = next(e for e in pressure["evidence"] if e["check"] == "preemption-rate")
     assert rate["span"]["seconds"] == 10.0 and rate["span"]["samples"] == 2

@@ -26,6 +26,8 @@ def walkthrough_1(overrides: dict | None = None) -> dict:
         ("engine", "preemptions_rate"): [("", flat(23 / 300))],
         ("engine", "prompt_tokens_rate"): [("", flat(2000 * 1.5))],
         ("engine", "e2e_count_rate"): [("", flat(1.5))],
+        # ~1,100 tokens out per request: what the running requests hold (kv-held-by-running)
+        ("engine", "generation_tokens_rate"): [("", flat(1.5 * 1100))],
         ("engine", "prefill_time_mean"): [("", flat(0.20))],
         ("engine", "queue_time_p95"): [("", flat(1.1))],
         ("prometheus", "router_forward_p95"): [("", flat(0.008))],

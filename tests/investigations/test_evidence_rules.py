@@ -268,8 +268,66 @@ def slow_prefill_view() -> dict:
     )
 
 
-def test_a_cause_with_no_data_never_ranks_above_one_with_evidence_for_it():
+# A cause under a parent whose own check rules the parent out (the shape high-ttft had
+# when slow prefill sat under the queue): the rules below hold for any tree.
+UNDER_A_SHORT_QUEUE = """
+schema: 1
+key: high-ttft
+version: 1
+title: t
+summary: s
+alarm:
+  measure: {source: engine, signal: ttft_p95}
+  when: {op: ">", value: 1}
+hypotheses:
+  - key: router-latency
+    title: t
+    rationale: r
+    prior: 0.15
+    checks:
+      - {id: router, title: r, measure: {source: prometheus, signal: router_forward_p95,
+                                          promql: router_p95},
+         confirm: {op: ">=", value: 0.1}, eliminate: {op: "<", value: 0.02}}
+  - key: engine-queue
+    title: t
+    rationale: r
+    prior: 0.85
+    checks:
+      - {id: depth, title: d, measure: {source: engine, signal: requests_waiting, reduce: mean},
+         confirm: {op: ">", value: budget.queue_baseline_high},
+         eliminate: {op: "<=", value: budget.queue_baseline_high}}
+    children:
+      - key: prefill-slow
+        title: t
+        rationale: r
+        prior: 0.3
+        checks:
+          - {id: prefill, title: p,
+             measure: {source: engine, signal: prefill_time_mean, reduce: max},
+             confirm: {op: ">", value: 2 * expected.prefill_s},
+             eliminate: {op: "<=", value: 1.25 * expected.prefill_s}}
+"""
+
+
+def under_a_short_queue(observations):
+    return evaluate(parse_playbook(UNDER_A_SHORT_QUEUE), ATLAS, observations, NOW)
+
+
+def test_slow_prefill_is_not_judged_by_the_queue():
+    # Slow prefill lengthens TTFT with or without a queue: in high-ttft it is a root, and a
+    # short queue neither eliminates it nor lowers its score.
     result = high_ttft(slow_prefill_view())
+    assert "prefill-slow" in [h.key for h in playbooks()["high-ttft"].hypotheses]
+    assert result.find("engine-queue").checks[0].outcome == "eliminate"
+    prefill = result.find("prefill-slow")
+    assert prefill.suggestion == "confirm"
+    assert prefill.score == pytest.approx(0.25 * 4)
+    assert result.ranking[0] == "prefill-slow"
+    assert result.leading_path() == ("prefill-slow",)
+
+
+def test_a_cause_with_no_data_never_ranks_above_one_with_evidence_for_it():
+    result = under_a_short_queue(slow_prefill_view())
     router, prefill = result.find("router-latency"), result.find("prefill-slow")
     assert router.evidence_count == 0 and router.suggestion == "inconclusive"
     assert prefill.suggestion == "confirm"
@@ -281,7 +339,7 @@ def test_a_cause_with_no_data_never_ranks_above_one_with_evidence_for_it():
 
 
 def test_a_parent_follows_a_child_that_suggests_confirm():
-    result = high_ttft(slow_prefill_view())
+    result = under_a_short_queue(slow_prefill_view())
     queue = result.find("engine-queue")
     assert queue.checks[0].outcome == "eliminate"  # its own check: the queue is short
     assert queue.suggestion == "inconclusive"
@@ -352,5 +410,5 @@ def test_a_measurement_an_ancestor_counted_is_not_counted_again():
 
 
 def test_the_leading_path_runs_from_a_root_to_the_most_likely_cause():
-    result = high_ttft(slow_prefill_view())
+    result = under_a_short_queue(slow_prefill_view())
     assert result.leading_path() == ("engine-queue", "prefill-slow")

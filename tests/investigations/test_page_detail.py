@@ -202,7 +202,14 @@ def test_evidence_cards_chart_each_check_with_thresholds_and_the_record(
     body = response.content.decode()
     figures = _figures(body)
     checks = [c.id for n in live.current_state(incident).playbook.walk() for c in n.checks]
-    unrecorded = {"router-forward-p95", "queue-wait-p95"}  # nothing stored: no chart drawn
+    # Nothing stored (no router metrics, queue histogram, dcgm or gc log): no chart drawn.
+    unrecorded = {
+        "router-forward-p95",
+        "queue-wait-p95",
+        "ttft-sm-clock-spread",
+        "ttft-gc-pause-max",
+        "clocks-at-full",
+    }
     assert set(figures) == {"alarm", *checks} - unrecorded
     card = body.split('data-testid="card-router-latency"')[1].split("</article>")[0]
     assert "Nothing recorded for this signal" in card

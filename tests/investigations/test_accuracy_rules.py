@@ -1,0 +1,180 @@
+"""Rules found by the accuracy bench (bench/diagnosis_accuracy.py), each pinned by a case
+built for it: pure evaluation over observation series as the probes record them."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployments.budget import Budget
+from investigations.evaluation import evaluate, expected_values
+from investigations.playbook import playbooks
+from tests.investigations.test_evaluation import NOW, flat, walkthrough_1
+
+ATLAS = Budget()
+
+
+def high_ttft(observations):
+    return evaluate(playbooks()["high-ttft"], ATLAS, observations, NOW)
+
+
+# --- a veto that could not be judged is not a pass ------------------------------------
+
+
+def test_kv_pressure_is_not_confirmed_while_its_veto_cannot_be_judged():
+    """Full KV with preemptions is the signature of seat pressure *and* of leaked blocks;
+    the veto (usage the running requests cannot account for) tells them apart. With no
+    finished requests there is no output length, no "KV of the running requests", and the
+    veto cannot be judged: the cause still ranks on its evidence, but is not confirmed."""
+    observations = walkthrough_1()
+    del observations[("engine", "generation_tokens_rate")]
+    result = high_ttft(observations)
+    pressure = result.find("kv-cache-pressure")
+    veto = next(c for c in pressure.checks if c.id == "kv-held-by-running")
+    assert (veto.outcome, veto.eliminate_threshold) == ("inconclusive", None)
+    assert pressure.suggestion == "inconclusive"
+    assert result.ranking[0] == "kv-cache-pressure"
+    judged = high_ttft(walkthrough_1())
+    assert judged.find("kv-cache-pressure").suggestion == "confirm"
+
+
+def test_a_veto_with_a_value_that_does_not_rule_out_still_passes():
+    # No preemption over ten minutes: prefill's re-prefill veto is judged and passes.
+    observations = walkthrough_1(
+        {
+            ("engine", "preemptions_rate"): [("", flat(0.0))],
+            ("engine", "prefill_time_mean"): [("", flat(2.0))],
+        }
+    )
+    prefill = high_ttft(observations).find("prefill-slow")
+    assert [c.outcome for c in prefill.checks] == ["confirm", "inconclusive"]
+    assert prefill.suggestion == "confirm"
+
+
+# --- a queue behind a full KV cache is not plain capacity -----------------------------
+
+
+def test_a_queue_behind_a_full_kv_cache_is_not_a_capacity_backlog():
+    observations = walkthrough_1(
+        {
+            ("engine", "preemptions_rate"): [("", flat(0.0))],
+            ("engine", "queue_time_p95"): [("", flat(2.0))],
+        }
+    )
+    backlog = high_ttft(observations).find("queue-backlog")
+    veto = next(c for c in backlog.checks if c.id == "kv-not-full")
+    assert (veto.measured, veto.outcome) == (0.94, "eliminate")
+    assert backlog.suggestion == "eliminate"
+    healthy_kv = high_ttft({**observations, ("engine", "kv_cache_usage"): [("", flat(0.5))]})
+    assert healthy_kv.find("queue-backlog").suggestion != "eliminate"
+
+
+# --- what a slow rank's clock explains is the slow rank's -----------------------------
+
+
+def _clocks(mhz: list[float]) -> dict:
+    return {
+        ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(c)) for g, c in enumerate(mhz)],
+        ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(97)) for g in range(len(mhz))],
+    }
+
+
+def test_the_clock_stretch_is_the_full_clock_over_the_slowest_loaded_rank():
+    budget = Budget(sm_clock_mhz=1410)
+    stretch = expected_values(budget, _clocks([1410, 1410, 705, 1410]), NOW)
+    assert stretch["expected.clock_stretch"] == pytest.approx(2.0)
+    # No clocks (no dcgm), or only idle ones: the budget's arithmetic stands as it is.
+    assert expected_values(budget, {}, NOW)["expected.clock_stretch"] == 1.0
+    idle = _clocks([705] * 4)
+    idle[("dcgm", "gpu_gpu_util_pct")] = [(f"gpu={g}", flat(3)) for g in range(4)]
+    assert expected_values(budget, idle, NOW)["expected.clock_stretch"] == 1.0
+
+
+def test_prefill_stretched_by_a_slow_rank_is_not_slow_prefill():
+    """Walkthrough 1's prefill at 2.4x the budget: slow prefill on full clocks; on a
+    replica with one rank at half its clock, the clock predicts 2x: the rest is within the
+    budget's 25 %, and slow prefill kernels are ruled out."""
+    budget = Budget(sm_clock_mhz=1410)
+    slow = {("engine", "prefill_time_mean"): [("", flat(2.4 * 4 * 0.06292))]}
+    full = walkthrough_1({**slow, **_clocks([1410] * 4)})
+    result = evaluate(playbooks()["high-ttft"], budget, full, NOW)
+    assert result.find("prefill-slow").checks[0].outcome == "confirm"
+    halved = walkthrough_1({**slow, **_clocks([1410, 1410, 705, 1410])})
+    check = evaluate(playbooks()["high-ttft"], budget, halved, NOW).find("prefill-slow").checks[0]
+    assert check.outcome == "eliminate"
+    assert check.confirm_threshold == pytest.approx(2 * 4 * 0.06292 * 2.0, rel=0.01)
+
+
+def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
+    """A step whose GPU excess is 3x the 512-token chunk's cost: on full clocks between
+    the thresholds; with one rank at half clock the rank predicts 2x of it, and the rest
+    is within a chunk: not an oversized chunk."""
+    budget = Budget(sm_clock_mhz=1410)
+    chunk_ms = budget.max_num_batched_tokens * budget.prefill_ms_per_token
+    observations = {
+        ("engine", "itl_p99"): [("", flat(0.26))],
+        ("artifact", "artifact_prefill_step_excess_ms"): [("", [(NOW - 60, 3.0 * chunk_ms)])],
+        **_clocks([1410, 1410, 705, 1410]),
+    }
+    result = evaluate(playbooks()["itl-spikes"], budget, observations, NOW)
+    excess = next(
+        c for c in result.find("oversized-prefill-chunks").checks if c.id == "prefill-step-excess"
+    )
+    assert excess.outcome == "eliminate"
+    on_full_clocks = {**observations, **_clocks([1410] * 4)}
+    result = evaluate(playbooks()["itl-spikes"], budget, on_full_clocks, NOW)
+    excess = next(
+        c for c in result.find("oversized-prefill-chunks").checks if c.id == "prefill-step-excess"
+    )
+    assert excess.outcome == "inconclusive"  # 3x the chunk: between the thresholds
+
+
+def test_a_slow_rank_is_a_cause_of_high_ttft_before_any_queue_forms():
+    """TTFT over target with the queue short and KV at half: one rank at 1,200 of 1,410
+    MHz stretches every prefill chunk; high-ttft names it, and clocks within 5 % rule it
+    out."""
+    quiet = {
+        ("engine", "requests_waiting"): [("", flat(2))],
+        ("engine", "kv_cache_usage"): [("", flat(0.5))],
+        ("engine", "preemptions_rate"): [("", flat(0.0))],
+        ("engine", "queue_time_p95"): [("", flat(0.05))],
+    }
+    slow_rank = walkthrough_1({**quiet, **_clocks([1410, 1410, 1200, 1410])})
+    result = high_ttft(slow_rank)
+    assert result.find("tp-straggler").suggestion == "confirm"
+    assert result.ranking[0] == "tp-straggler"
+    even = high_ttft(walkthrough_1({**quiet, **_clocks([1410] * 4)}))
+    assert even.find("tp-straggler").suggestion == "eliminate"
+
+
+def test_a_gc_pause_of_a_fifth_of_the_target_is_a_cause_of_high_ttft():
+    """Every request waiting for its first token waits for a generation-2 pause: one of a
+    fifth of the TTFT target (600 ms: 120 ms) confirms, one under 10 ms rules it out."""
+
+    def gc_result(pause_ms: float):
+        gc_log = {("artifact", "artifact_gc_pause_max_ms"): [("", [(NOW - 60, pause_ms)])]}
+        return high_ttft(walkthrough_1(gc_log)).find("gc-pauses")
+
+    assert gc_result(150).suggestion == "confirm"
+    assert gc_result(60).suggestion == "inconclusive"
+    assert gc_result(2).suggestion == "eliminate"
+    assert high_ttft(walkthrough_1()).find("gc-pauses").evidence_count == 0  # no gc log
+
+
+def test_a_queue_behind_a_slow_rank_is_not_a_capacity_backlog():
+    """A deep queue with KV healthy reads as plain capacity (add replicas) only while the
+    GPUs run at their clocks: a rank at 60 % of its clock took the capacity, and the slow
+    rank is what to fix."""
+    budget = Budget(sm_clock_mhz=1410)
+    backlog_view = {
+        ("engine", "kv_cache_usage"): [("", flat(0.6))],
+        ("engine", "preemptions_rate"): [("", flat(0.0))],
+        ("engine", "queue_time_p95"): [("", flat(2.0))],
+    }
+    slow = walkthrough_1({**backlog_view, **_clocks([1410, 846, 1410, 1410])})
+    backlog = evaluate(playbooks()["high-ttft"], budget, slow, NOW).find("queue-backlog")
+    veto = next(c for c in backlog.checks if c.id == "clocks-at-full")
+    assert (veto.measured, veto.outcome) == (846, "eliminate")
+    assert backlog.suggestion == "eliminate"
+    full = walkthrough_1({**backlog_view, **_clocks([1410] * 4)})
+    backlog = evaluate(playbooks()["high-ttft"], budget, full, NOW).find("queue-backlog")
+    assert backlog.suggestion == "confirm"
