@@ -312,9 +312,13 @@ def _one_alert(token, data: dict, alert) -> tuple[str, object]:
         get_playbook(symptom or "")
     except PlaybookError:
         return "skipped", {"fingerprint": fingerprint, "reason": "no symptom for this alert"}
-    deployment = Deployment.objects.filter(
-        team=token.team, name=labels.get("atlas_deployment", "")
-    ).first()
+    # Locked: two notifications for one deployment at once (Alertmanager's groups run in
+    # parallel) are serialised here, so the second sees the investigation the first opened.
+    deployment = (
+        Deployment.objects.select_for_update()
+        .filter(team=token.team, name=labels.get("atlas_deployment", ""))
+        .first()
+    )
     if deployment is None:
         return "skipped", {"fingerprint": fingerprint, "reason": "unknown atlas_deployment"}
     existing = _folded_into(token, deployment, str(symptom), fingerprint)
