@@ -26,7 +26,8 @@ from investigations import actions, live
 from investigations.choices import EventKind, NodeState
 from investigations.diagnose import evaluation_json
 from investigations.evidence import frozen_evidence
-from investigations.models import Investigation
+from investigations.frozen import verification_facts
+from investigations.models import Investigation, TimelineEvent
 from investigations.playbook import PlaybookError, get_playbook, playbooks
 from investigations.timeline import record_event
 from investigations.tokens import authenticate
@@ -102,7 +103,24 @@ def _deployment(token, name: str) -> Deployment:
 
 
 def _investigation_json(request, investigation: Investigation) -> dict:
+    """The evaluation (the automation's suggestions) and, beside it, what people did:
+    decisions, the recorded fix, its verification and the cause they settled on.
+
+    ``root_cause`` is the cause a person (or an auto-apply rule) confirmed, never the
+    automation's guess, which is ``suggested_root_cause``: a suggestion is never a
+    decision, so a script reading ``root_cause`` sees null until someone confirms one, and
+    the confirmed cause once they have (issue 17: it read null after a person confirmed).
+    """
     state = live.current_state(investigation)
+    evaluation = evaluation_json(state.result)
+    confirmed = [n.key for n in state.result.nodes if n.state == NodeState.CONFIRMED]
+    fix = state.fix
+    if investigation.status == Investigation.Status.CLOSED:
+        root_cause = investigation.root_cause or None
+        verification = (investigation.closing_facts or {}).get("verification")
+    else:
+        root_cause = fix.node if fix is not None else (confirmed[0] if confirmed else None)
+        verification = verification_facts(state.verification)
     return {
         "id": str(investigation.pk),
         "url": request.build_absolute_uri(
@@ -111,7 +129,58 @@ def _investigation_json(request, investigation: Investigation) -> dict:
         "symptom": investigation.symptom,
         "deployment": investigation.deployment.name,
         "status": investigation.status,
-        **evaluation_json(state.result),
+        "title": investigation.title,
+        "opened_at": investigation.opened_at.isoformat(),
+        "opened_by": investigation.opened_by_name or None,
+        "closed_at": investigation.closed_at.isoformat() if investigation.closed_at else None,
+        **evaluation,
+        "suggested_root_cause": evaluation["root_cause"],
+        "suggested_fix": evaluation["fix"],
+        "root_cause": root_cause,
+        "confirmed": confirmed,
+        "decisions": _decisions_json(investigation),
+        "recorded_fix": _fix_json(fix),
+        "verification": verification,
+    }
+
+
+def _decisions_json(investigation: Investigation) -> list[dict]:
+    """Every decision in order, with who made it: the person, else the name the timeline
+    stored for the actor (an API token by name, the automatic rule)."""
+    names = {
+        str(data.get("decision")): name
+        for data, name in TimelineEvent.objects.filter(
+            investigation=investigation, kind=EventKind.DECISION
+        ).values_list("data", "actor_name")
+    }
+    return [
+        {
+            "sequence": d.sequence,
+            "node": d.node,
+            "action": d.action,
+            "reason": d.reason,
+            "automatic": d.automatic,
+            "by": (
+                d.decided_by.get_username()
+                if d.decided_by is not None
+                else names.get(str(d.pk)) or ("automatic rule" if d.automatic else "automation")
+            ),
+            "at": d.decided_at.isoformat(),
+        }
+        for d in investigation.decisions.select_related("decided_by").order_by("sequence")
+    ]
+
+
+def _fix_json(fix) -> dict | None:
+    if fix is None:
+        return None
+    return {
+        "node": fix.node,
+        "key": fix.key,
+        "parameters": fix.parameters,
+        "note": fix.note,
+        "applied_by": fix.applied_by.get_username() if fix.applied_by else None,
+        "applied_at": fix.applied_at.isoformat(),
     }
 
 
@@ -180,7 +249,8 @@ def decide(request: HttpRequest, token, investigation_id) -> JsonResponse:
 @require_http_methods(["POST"])
 def alertmanager(request: HttpRequest, token) -> JsonResponse:
     """Alertmanager's webhook (version 4): each firing alert opens an investigation, or
-    is folded into the open one with the same fingerprint.
+    is folded into the open one it belongs to (same fingerprint, else same deployment and
+    symptom); each resolved alert becomes a timeline event there (``_one_alert``).
 
     Each alert is handled on its own, in its own transaction: one that cannot be handled
     is reported under ``failed`` with its reason, and the others are processed. The answer
@@ -193,7 +263,13 @@ def alertmanager(request: HttpRequest, token) -> JsonResponse:
     alerts = data.get("alerts")
     if not isinstance(alerts, list) or len(alerts) > MAX_ALERTS:
         raise BadRequest(f"'alerts' must be a list of at most {MAX_ALERTS} alerts")
-    done: dict[str, list] = {"opened": [], "deduplicated": [], "skipped": [], "failed": []}
+    done: dict[str, list] = {
+        "opened": [],
+        "deduplicated": [],
+        "resolved": [],
+        "skipped": [],
+        "failed": [],
+    }
     database_failures = 0
     for index, alert in enumerate(alerts):
         fingerprint = str(alert.get("fingerprint", ""))[:64] if isinstance(alert, dict) else ""
@@ -216,38 +292,64 @@ def _failed(index: int, fingerprint: str, reason: str) -> dict:
 
 
 def _one_alert(token, data: dict, alert) -> tuple[str, object]:
-    """One alert of a notification: (outcome, what to report) or BadRequest."""
+    """One alert of a notification: (outcome, what to report) or BadRequest.
+
+    Where an alert belongs (``_folded_into``) is the same rule for firing and resolved
+    alerts: the open investigation this fingerprint opened or was folded into, else the
+    open investigation of the same deployment and symptom, whoever opened it (a person,
+    a token, another alert). A firing alert with nowhere to go opens one; a resolved one
+    becomes a timeline event where it belongs, once.
+    """
     if not isinstance(alert, dict) or not isinstance(alert.get("labels"), dict):
         raise BadRequest("each alert needs a 'labels' object")
     labels = {str(k)[:100]: str(v)[:200] for k, v in alert["labels"].items()}
     fingerprint = str(alert.get("fingerprint", ""))[:64]
-    if alert.get("status", data.get("status")) != "firing":
+    status = alert.get("status", data.get("status"))
+    if status not in ("firing", "resolved"):
         return "skipped", {"fingerprint": fingerprint, "reason": "not firing"}
     symptom = labels.get("atlas_symptom") or ALERT_SYMPTOMS.get(labels.get("alertname", ""))
     try:
         get_playbook(symptom or "")
     except PlaybookError:
         return "skipped", {"fingerprint": fingerprint, "reason": "no symptom for this alert"}
-    deployment = Deployment.objects.filter(
-        team=token.team, name=labels.get("atlas_deployment", "")
-    ).first()
+    # Locked: two notifications for one deployment at once (Alertmanager's groups run in
+    # parallel) are serialised here, so the second sees the investigation the first opened.
+    deployment = (
+        Deployment.objects.select_for_update()
+        .filter(team=token.team, name=labels.get("atlas_deployment", ""))
+        .first()
+    )
     if deployment is None:
         return "skipped", {"fingerprint": fingerprint, "reason": "unknown atlas_deployment"}
-    existing = (
-        Investigation.objects.select_for_update()
-        .filter(team=token.team, status=Investigation.Status.OPEN, alert_fingerprint=fingerprint)
-        .first()
-        if fingerprint
-        else None
-    )
-    if existing is not None:
+    existing = _folded_into(token, deployment, str(symptom), fingerprint)
+    alertname = labels.get("alertname", "?")
+    event = {"labels": labels, "fingerprint": fingerprint, "status": status}
+    if status == "resolved":
+        if existing is None:
+            return "skipped", {"fingerprint": fingerprint, "reason": "no open investigation"}
+        if _already_resolved(existing, fingerprint):
+            return "deduplicated", str(existing.pk)
         record_event(
             existing,
             EventKind.ALERT,
             actor=Actor.for_token(token),
-            summary=f"Alert {labels.get('alertname', '?')} fired again",
-            data={"labels": labels},
+            summary=f"Alert {alertname} resolved",
+            data={**event, "ends_at": str(alert.get("endsAt", ""))[:64]},
         )
+        return "resolved", str(existing.pk)
+    if existing is not None:
+        again = existing.alert_fingerprint == fingerprint
+        record_event(
+            existing,
+            EventKind.ALERT,
+            actor=Actor.for_token(token),
+            summary=f"Alert {alertname} fired again" if again else f"Alert {alertname} fired",
+            data=event,
+        )
+        if fingerprint and not existing.alert_fingerprint:
+            # The first alert folded into a person's investigation is its alert from now on.
+            existing.alert_fingerprint = fingerprint
+            existing.save(update_fields=["alert_fingerprint"])
         return "deduplicated", str(existing.pk)
     annotations = alert.get("annotations")
     summary = annotations.get("summary", "") if isinstance(annotations, dict) else ""
@@ -257,6 +359,48 @@ def _one_alert(token, data: dict, alert) -> tuple[str, object]:
         user=None,
         title=str(summary)[:200],
         fingerprint=fingerprint,
-        opened_by_text=f"alert {labels.get('alertname', '?')}",
+        opened_by_text=f"alert {alertname}",
     )
     return "opened", str(investigation.pk)
+
+
+def _folded_into(token, deployment: Deployment, symptom: str, fingerprint: str):
+    """The open investigation an alert belongs to, locked, or None (see ``_one_alert``).
+
+    The fingerprint is matched first, on the investigation's own alert or on an alert
+    event folded into it, so an alert whose labels changed still lands where it did."""
+    open_ = Investigation.objects.select_for_update().filter(
+        team=token.team, status=Investigation.Status.OPEN
+    )
+    if fingerprint:
+        found = open_.filter(alert_fingerprint=fingerprint).first()
+        if found is None:
+            folded = (
+                TimelineEvent.objects.filter(
+                    investigation__team=token.team,
+                    investigation__status=Investigation.Status.OPEN,
+                    kind=EventKind.ALERT,
+                    data__fingerprint=fingerprint,
+                )
+                .order_by("-at", "-pk")
+                .values_list("investigation_id", flat=True)
+                .first()
+            )
+            found = open_.filter(pk=folded).first() if folded else None
+        if found is not None:
+            return found
+    return open_.filter(deployment=deployment, symptom=symptom).order_by("opened_at").first()
+
+
+def _already_resolved(investigation: Investigation, fingerprint: str) -> bool:
+    """Whether this alert's latest event there already says resolved: Alertmanager repeats
+    a resolved notification (retries, the group's other alerts), the timeline should not."""
+    last = (
+        TimelineEvent.objects.filter(
+            investigation=investigation, kind=EventKind.ALERT, data__fingerprint=fingerprint
+        )
+        .order_by("-at", "-pk")
+        .values_list("data", flat=True)
+        .first()
+    )
+    return bool(last) and last.get("status") == "resolved"

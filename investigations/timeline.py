@@ -16,7 +16,7 @@ closed         verification*, root_cause, override
 alarm          firing* (bool), measured*, threshold*
 suggestion     node, suggestion
 verification   fix, state*
-alert          labels
+alert          labels, fingerprint*, status* (firing, resolved), ends_at
 artifact       artifact or target
 =============  =============================================================
 """

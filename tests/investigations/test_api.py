@@ -81,10 +81,16 @@ def test_alerts_that_cannot_be_placed_are_skipped_with_a_reason(client, deployme
         {"status": "firing", "labels": {"alertname": "Unknown", "atlas_deployment": "atlas-prod"}},
         {"status": "firing", "labels": {"alertname": "AtlasGPUOOM", "atlas_deployment": "nope"}},
         {"status": "resolved", "labels": {"alertname": "AtlasGPUOOM"}},
+        {"status": "pending", "labels": {"alertname": "AtlasGPUOOM"}},
+        {
+            "status": "resolved",
+            "labels": {"alertname": "AtlasGPUOOM", "atlas_deployment": "atlas-prod"},
+        },
     ]
     result = _post(client, "alertmanager", payload, token).json()
     assert [s["reason"] for s in result["skipped"]] == [
-        "no symptom for this alert", "unknown atlas_deployment", "not firing",
+        "no symptom for this alert", "unknown atlas_deployment", "unknown atlas_deployment",
+        "not firing", "no open investigation",
     ]  # fmt: skip
 
 
@@ -150,3 +156,93 @@ def test_commanders_manage_tokens_and_others_cannot(client_for, commander, respo
     client_for(commander).post(reverse("api:revoke_token", args=[team.id, row.id]))
     row.refresh_from_db()
     assert row.revoked_at is not None
+
+
+def _get(client, investigation_id, token):
+    response = client.get(
+        reverse("api:investigation", args=[investigation_id]), HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_get_returns_what_people_decided_the_fix_and_its_verification(
+    client, deployment, token, commander
+):
+    """Issue 17: the GET showed only the automation's suggestion (root_cause null) after
+    a person confirmed the cause and recorded its fix."""
+    from investigations import actions
+
+    body = _post(client, "open", {"deployment": "atlas-prod", "symptom": "itl-spikes"}, token)
+    investigation = Investigation.objects.get(pk=body.json()["id"])
+    node = "oversized-prefill-chunks"
+    confirm = {"node": node, "action": "confirm", "reason": "prefill 8k chunks"}
+    assert _post(client, "decisions", confirm, token, args=[investigation.pk]).status_code == 201
+    actions.decide(
+        investigation=investigation, node="gc-pauses", action="eliminate", reason="gc off",
+        user=commander, evidence={},
+    )  # fmt: skip
+    got = _get(client, investigation.pk, token)
+    assert got["root_cause"] == node and got["confirmed"] == [node]
+    assert got["recorded_fix"] is None and got["verification"] is None
+    assert [(d["node"], d["action"], d["by"]) for d in got["decisions"]] == [
+        (node, "confirm", "API token alertmanager"), ("gc-pauses", "eliminate", "cora-commander"),
+    ]  # fmt: skip
+    assert got["decisions"][0]["reason"] == "prefill 8k chunks" and got["decisions"][0]["at"]
+
+    actions.record_fix(
+        investigation=investigation, node=node, parameters={"max_num_batched_tokens": 2048},
+        user=commander, note="rolled out",
+    )  # fmt: skip
+    got = _get(client, investigation.pk, token)
+    fix = got["recorded_fix"]
+    assert (fix["node"], fix["applied_by"], fix["note"]) == (node, "cora-commander", "rolled out")
+    assert fix["parameters"] == {"max_num_batched_tokens": 2048}
+    assert got["verification"]["state"] == "pending"  # no observations since the fix yet
+    assert got["root_cause"] == node and "suggested_root_cause" in got
+
+
+def test_an_alert_folds_into_an_open_investigation_a_person_opened(
+    client, deployment, token, commander
+):
+    """Issue 17: folding was by fingerprint only, so an alert opened a duplicate beside a
+    person's investigation of the same deployment and symptom."""
+    from investigations import actions
+
+    manual = actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
+    result = _post(client, "alertmanager", ALERT, token).json()
+    assert result["opened"] == [] and result["deduplicated"] == [str(manual.pk)]
+    assert Investigation.objects.count() == 1
+    event = TimelineEvent.objects.get(kind="alert")
+    assert event.summary == "Alert AtlasHighTTFT fired"
+    assert event.data["fingerprint"] == "f3a1c0ffee"
+    manual.refresh_from_db()
+    assert manual.alert_fingerprint == "f3a1c0ffee"
+    # Another symptom on the same deployment is another investigation.
+    oom = json.loads(json.dumps(ALERT))
+    oom["alerts"][0].update(labels={"alertname": "AtlasGPUOOM", "atlas_deployment": "atlas-prod"})
+    oom["alerts"][0]["fingerprint"] = "0000beef"
+    assert len(_post(client, "alertmanager", oom, token).json()["opened"]) == 1
+    # A closed investigation takes nothing: the next alert opens a new one.
+    Investigation.objects.filter(pk=manual.pk).update(status=Investigation.Status.CLOSED)
+    assert len(_post(client, "alertmanager", ALERT, token).json()["opened"]) == 1
+
+
+def test_a_resolved_alert_is_a_timeline_event_once(client, deployment, token):
+    opened = _post(client, "alertmanager", ALERT, token).json()["opened"][0]
+    resolved = json.loads(json.dumps(ALERT))
+    resolved["status"] = "resolved"
+    resolved["alerts"][0].update(status="resolved", endsAt="2026-12-02T02:30:00Z")
+    first = _post(client, "alertmanager", resolved, token).json()
+    assert first["resolved"] == [opened] and first["skipped"] == []
+    event = TimelineEvent.objects.get(kind="alert")
+    assert event.summary == "Alert AtlasHighTTFT resolved"
+    assert (event.data["status"], event.data["ends_at"]) == ("resolved", "2026-12-02T02:30:00Z")
+    repeat = _post(client, "alertmanager", resolved, token).json()  # Alertmanager repeats
+    assert repeat["resolved"] == [] and repeat["deduplicated"] == [opened]
+    assert TimelineEvent.objects.filter(kind="alert").count() == 1
+    # It fires again, then resolves again: both are on the timeline.
+    _post(client, "alertmanager", ALERT, token)
+    assert _post(client, "alertmanager", resolved, token).json()["resolved"] == [opened]
+    statuses = [e.data["status"] for e in TimelineEvent.objects.filter(kind="alert")]
+    assert statuses == ["resolved", "firing", "resolved"]

@@ -51,7 +51,8 @@ NOTIFICATION = {
     "alerts": [
         _alert("first"),
         {"status": "firing", "labels": "not an object", "fingerprint": "shapeless"},
-        _alert("nul\x00print", summary="TTFT\x00 1.4 s"),
+        # A symptom of its own each: alerts of one deployment and symptom fold together.
+        _alert("nul\x00print", alertname="AtlasThroughputDrop", summary="TTFT\x00 1.4 s"),
         {**_alert("sur\ud800rogate", summary="KV \ud800 full"),
          "labels": {"alertname": "AtlasGPUOOM", "atlas_deployment": "atlas-prod",
                     "gpu\udfff": "0\ud800"}},

@@ -25,3 +25,21 @@ def test_text_safety_holds_on_postgresql(private_postgres):  # noqa: F811
     tail = (result.stdout + result.stderr)[-3000:]
     assert result.returncode == 0, tail
     assert "3 passed" in result.stdout, tail
+
+
+def test_alert_folding_and_resolution_hold_on_postgresql(private_postgres):  # noqa: F811
+    """The fold locks rows (select_for_update) and matches JSON data (``data__fingerprint``):
+    both are the database's own work, so they run on PostgreSQL too."""
+    url = private_postgres.create_database("atlas_folding")
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PYTEST"))
+    }
+    environment["DATABASE_URL"] = url
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/investigations/test_api.py", "-k",
+         "folds or resolved or folded or decided", "-q", "-p", "no:cacheprovider", "--create-db"],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    tail = (result.stdout + result.stderr)[-3000:]
+    assert result.returncode == 0, tail
+    assert "4 passed" in result.stdout, tail
