@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from deployments.models import Deployment
+from deployments.models import Deployment, EngineController
 
 
 @admin.register(Deployment)
@@ -9,3 +9,9 @@ class DeploymentAdmin(admin.ModelAdmin):
     list_filter = ["engine", "polling_active", "team"]
     search_fields = ["name", "model_name"]
     readonly_fields = ["polling_active", "created"]
+
+
+@admin.register(EngineController)
+class EngineControllerAdmin(admin.ModelAdmin):
+    list_display = ["deployment", "kind", "url", "shows_clock"]
+    list_filter = ["kind"]

@@ -204,8 +204,12 @@ class Deployment:
             "incident_s": list(window) if window and window[1] != endless else None,
             "incident_in_progress": live,
             "incident_starts_in_s": starts_in,
-            "incident_ends_in_s": (window[1] - phase) if live and window[1] != endless else None,
+            "incident_ends_in_s": (
+                window[1] - phase if window is not None and live and window[1] != endless else None
+            ),
             "fixes": len(self.fixes),
+            # Simulated seconds per wall second (None: a manual clock, moved by /advance).
+            "speed": self.clock.speed if self.clock.mode == "realtime" else None,
         }
 
     def truth(self) -> dict[str, Any]:
