@@ -187,13 +187,19 @@ class Deployment:
         sc = self.scenario
         endless = float("inf")
         window = sc.incident_s or ((sc.signature_by_s, endless) if sc.causes else None)
-        live = window is not None and window[0] <= phase < window[1]
+        if sc.incident_s is None:
+            phase_in = now  # a steady incident: it does not restart with the traffic
+        else:
+            phase_in = phase
+        live = window is not None and window[0] <= phase_in < window[1]
         if window is None:
             starts_in = None
         elif live:
             starts_in = 0.0
-        elif phase < window[0]:
-            starts_in = window[0] - phase
+        elif phase_in < window[0]:
+            starts_in = window[0] - phase_in
+        elif sc.incident_s is None:
+            starts_in = None
         else:
             starts_in = loop - phase + window[0] if loop else None
         return {
@@ -205,7 +211,7 @@ class Deployment:
             "incident_in_progress": live,
             "incident_starts_in_s": starts_in,
             "incident_ends_in_s": (
-                window[1] - phase if window is not None and live and window[1] != endless else None
+                window[1] - phase_in if window is not None and live and window[1] != endless else None
             ),
             "fixes": len(self.fixes),
             # Simulated seconds per wall second (None: a manual clock, moved by /advance).
