@@ -187,10 +187,8 @@ class Deployment:
         sc = self.scenario
         endless = float("inf")
         window = sc.incident_s or ((sc.signature_by_s, endless) if sc.causes else None)
-        if sc.incident_s is None:
-            phase_in = now  # a steady incident: it does not restart with the traffic
-        else:
-            phase_in = phase
+        # A steady incident (no window of its own) does not restart with the traffic.
+        phase_in = now if sc.incident_s is None else phase
         live = window is not None and window[0] <= phase_in < window[1]
         if window is None:
             starts_in = None
@@ -211,7 +209,9 @@ class Deployment:
             "incident_in_progress": live,
             "incident_starts_in_s": starts_in,
             "incident_ends_in_s": (
-                window[1] - phase_in if window is not None and live and window[1] != endless else None
+                window[1] - phase_in
+                if window is not None and live and window[1] != endless
+                else None
             ),
             "fixes": len(self.fixes),
             # Simulated seconds per wall second (None: a manual clock, moved by /advance).
