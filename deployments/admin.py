@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from deployments.models import Deployment, EngineController
 
@@ -15,3 +16,6 @@ class DeploymentAdmin(admin.ModelAdmin):
 class EngineControllerAdmin(admin.ModelAdmin):
     list_display = ["deployment", "kind", "url", "shows_clock"]
     list_filter = ["kind"]
+    # Simulators are plain-http loopback services; say so rather than rely on Django's
+    # changing default scheme.
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
