@@ -275,6 +275,10 @@ ATLAS_RAW_RETENTION_HOURS = env.env_int(
 ATLAS_LIGHT_POLL_SECONDS = env.env_int(
     ENVIRON, "ATLAS_LIGHT_POLL_SECONDS", 30, minimum=0, maximum=3600
 )
+# The bearer token the console sends to the control endpoints of the simulators it runs
+# (demo, drill range: enginesim --control-token-file); without it anyone who can read a
+# drill range's URL can read its ground truth. ./atlas demo generates one per data folder.
+ATLAS_SIM_CONTROL_TOKEN = ENVIRON.get("ATLAS_SIM_CONTROL_TOKEN", "").strip()
 # Folders on GPU hosts whose files log_file targets may read; none by default.
 ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_ROOTS")]
 for _root in ATLAS_LOG_FILE_ROOTS:

@@ -14,7 +14,7 @@ def deployment_access(user, deployment_id, minimum: Role = Role.VIEWER) -> Grant
     """A deployment of one of the user's teams with the user's membership there: 404 for
     outsiders, 403 if the role is too low."""
     try:
-        deployment = Deployment.objects.select_related("team").get(pk=deployment_id)
+        deployment = Deployment.objects.select_related("team", "controller").get(pk=deployment_id)
     except (Deployment.DoesNotExist, ValueError):
         raise Http404 from None
     return Granted(deployment, authorize(user, deployment.team_id, minimum))

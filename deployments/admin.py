@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.db import models
 
-from deployments.models import Deployment
+from deployments.models import Deployment, EngineController
 
 
 @admin.register(Deployment)
@@ -9,3 +10,12 @@ class DeploymentAdmin(admin.ModelAdmin):
     list_filter = ["engine", "polling_active", "team"]
     search_fields = ["name", "model_name"]
     readonly_fields = ["polling_active", "created"]
+
+
+@admin.register(EngineController)
+class EngineControllerAdmin(admin.ModelAdmin):
+    list_display = ["deployment", "kind", "url", "shows_clock"]
+    list_filter = ["kind"]
+    # Simulators are plain-http loopback services; say so rather than rely on Django's
+    # changing default scheme.
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}

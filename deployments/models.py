@@ -76,3 +76,29 @@ class Deployment(models.Model):
     @property
     def budget(self) -> Budget:
         return Budget.of(self)
+
+
+class ControllerKind(models.TextChoices):
+    """Engines Atlas runs itself and may change on the commander's "Apply fix"
+    (investigations.controllers has one implementation per kind)."""
+
+    ENGINESIM = "enginesim", "enginesim (the simulator: demo, drill range)"
+
+
+class EngineController(models.Model):
+    """How Atlas applies a fix to a deployment it runs itself. A deployment without one is
+    production: the commander applies the fix and records it, Atlas changes nothing."""
+
+    deployment = models.OneToOneField(
+        Deployment, on_delete=models.CASCADE, related_name="controller", primary_key=True
+    )
+    kind = models.CharField(max_length=32, choices=ControllerKind.choices)
+    url = models.URLField(max_length=200, help_text="Base URL of the controlled engine.")
+    shows_clock = models.BooleanField(
+        default=False,
+        help_text="Show the simulator's incident clock to the team (the demo; never a drill "
+        "range, where the incident's timing is part of the ground truth).",
+    )
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} at {self.url}"

@@ -8,15 +8,15 @@ answer is read under a byte cap and an overall deadline.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
-import httpx
+from django.conf import settings
 
-from probes.net import FetchPolicy, ProbeError, resolve_checked, validate_url
+from probes import control
+from probes.control import MAX_ANSWER_BYTES
+from probes.net import FetchPolicy
 
-MAX_ANSWER_BYTES = 256 * 1024
+__all__ = ["MAX_ANSWER_BYTES", "SimulatorError", "switch_scenario"]
 
 
 class SimulatorError(Exception):
@@ -24,20 +24,23 @@ class SimulatorError(Exception):
 
 
 def switch_scenario(base_url: str, scenario: str, seed: int, policy: FetchPolicy) -> dict[str, Any]:
-    """POST /control/scenario and return the simulator's ground truth for the new run."""
+    """POST /control/scenario (with the console's control token) and return the
+    simulator's ground truth for the new run."""
     try:
-        url = validate_url(base_url)
-        if url.scheme != "http":
-            raise SimulatorError("the simulator URL must be http:// (enginesim serves no TLS)")
-        address = resolve_checked(url.host, url.port or 80, policy)
-    except ProbeError as exc:
-        raise SimulatorError(f"refused to contact the simulator: {exc.message}") from None
-    target = url.copy_with(host=address, path=url.path.rstrip("/") + "/control/scenario")
-    body = _post(target, url.netloc.decode("ascii"), {"scenario": scenario, "seed": seed}, policy)
-    try:
-        truth = json.loads(body)
-    except ValueError:
-        raise SimulatorError("the simulator answered with something that is not JSON") from None
+        truth = control.call(
+            "POST",
+            base_url,
+            "/control/scenario",
+            policy,
+            payload={"scenario": scenario, "seed": seed},
+            token=settings.ATLAS_SIM_CONTROL_TOKEN,
+        )
+    except control.ControlError as exc:
+        if exc.status is not None:
+            raise SimulatorError(
+                f"the simulator refused the switch (HTTP {exc.status}): {exc.detail}"
+            ) from None
+        raise SimulatorError(str(exc)) from None
     if not isinstance(truth, dict):
         raise SimulatorError("the simulator's answer is not a JSON object")
     causes = truth.get("causes")
@@ -46,41 +49,3 @@ def switch_scenario(base_url: str, scenario: str, seed: int, policy: FetchPolicy
     ):
         raise SimulatorError("the simulator did not confirm the scenario switch")
     return truth
-
-
-def _post(target: httpx.URL, host_header: str, payload: dict, policy: FetchPolicy) -> bytes:
-    timeout = httpx.Timeout(policy.read_timeout, connect=policy.connect_timeout)
-    deadline = time.monotonic() + policy.total_timeout
-    chunks, size = [], 0
-    try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream("POST", target, json=payload, headers={"Host": host_header}) as resp,
-        ):
-            for chunk in resp.iter_bytes():
-                size += len(chunk)
-                if size > MAX_ANSWER_BYTES:
-                    raise SimulatorError(f"the simulator's answer exceeds {MAX_ANSWER_BYTES} bytes")
-                if time.monotonic() > deadline:
-                    raise SimulatorError(
-                        f"the simulator did not answer within {policy.total_timeout:g} s"
-                    )
-                chunks.append(chunk)
-            status = resp.status_code
-    except httpx.TimeoutException:
-        raise SimulatorError(
-            f"the simulator did not answer within {policy.total_timeout:g} s"
-        ) from None
-    except httpx.HTTPError as exc:
-        raise SimulatorError(f"cannot reach the simulator: {exc}") from None
-    body = b"".join(chunks)
-    if status != 200:
-        raise SimulatorError(f"the simulator refused the switch (HTTP {status}): {_error(body)}")
-    return body
-
-
-def _error(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", ""))[:300]
-    except (ValueError, AttributeError):
-        return body[:300].decode("utf-8", errors="replace")

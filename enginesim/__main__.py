@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
+from pathlib import Path
 
 from enginesim import flavours, scenarios
 from enginesim.deployment import Deployment, SimClock
@@ -21,6 +23,17 @@ def _params(items: list[str]) -> dict[str, float]:
             raise SystemExit(f"--set expects key=value, got {item!r}")
         out[key] = float(value)
     return out
+
+
+def _control_token(path: str | None) -> str | None:
+    """The control token from a file (argv is readable by every user of the host) or the
+    environment; an empty one is refused rather than read as "no token"."""
+    if path is None:
+        return os.environ.get("ENGINESIM_CONTROL_TOKEN") or None
+    token = Path(path).read_text(encoding="ascii").strip()
+    if not token:
+        raise ValueError(f"{path} holds no control token")
+    return token
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
     p.add_argument("--clock", default="realtime", choices=("realtime", "manual"))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--loop",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="repeat the scenario's traffic every SECONDS simulated seconds (the demo)",
+    )
+    p.add_argument(
+        "--control-token-file",
+        default=None,
+        help="require the token in this file (or $ENGINESIM_CONTROL_TOKEN) on /control/",
+    )
     p.add_argument("--log-file", default=None, help="also append the engine log here ({replica})")
     return p
 
@@ -67,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             clock=SimClock(args.clock, args.speed),
             params=_params(args.set),
             log_file=args.log_file,
+            loop_s=args.loop,
         )
-    except (KeyError, ValueError) as exc:
+        token = _control_token(args.control_token_file)
+    except (KeyError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     server = SimServer(
@@ -77,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         per_replica_ports=args.per_replica_ports,
         replica_base_port=args.replica_base_port,
         router_port=args.router_port,
+        control_token=token,
     )
 
     async def run() -> None:
@@ -87,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
         print(
-            f"enginesim: scenario={dep.scenario.name} replicas={len(dep.replicas)} "
-            f"format={dep.fmt} clock={args.clock} speed={args.speed} listening {ports}",
+            f"enginesim: scenario={'(hidden)' if token else dep.scenario.name} "
+            f"replicas={len(dep.replicas)} "
+            f"format={dep.fmt} clock={args.clock} speed={args.speed} loop={args.loop} "
+            f"listening {ports}",
             flush=True,
         )
         stop = asyncio.Event()

@@ -75,6 +75,7 @@ class Deployment:
         params: dict[str, float] | None = None,
         log_file: str | None = None,
         epoch_unix: float = DEFAULT_EPOCH_UNIX,
+        loop_s: float | None = None,
     ) -> None:
         self.flavour = flavours.get(fmt)  # ValueError naming the known formats
         if replicas < 1:
@@ -86,6 +87,9 @@ class Deployment:
             if isinstance(scenario, scenarios.Scenario)
             else scenarios.get(scenario, params)
         )
+        self.loop_s = loop_s
+        if loop_s is not None:
+            self.scenario = scenarios.looped(self.scenario, loop_s)
         self.constants = constants or DeploymentConstants()
         self.fmt = fmt
         self.seed = seed
@@ -167,9 +171,52 @@ class Deployment:
             constants=self.constants,
             log_file=self.log_file,
             epoch_unix=self.epoch_unix + self.now(),
+            loop_s=self.loop_s,
         )
         self.__dict__.update(fresh.__dict__)
         return self.truth()
+
+    def clock_report(self) -> dict[str, Any]:
+        """Where the traffic's cycle stands (the demo's "incident in progress" clock): which
+        loop, how far into it, whether the scenario's incident is showing and how long until
+        it next does. Ground truth about the timing, so it is served only behind the
+        control token, like /control/truth."""
+        now = self.now()
+        loop = self.loop_s
+        phase = now % loop if loop else now
+        sc = self.scenario
+        endless = float("inf")
+        window = sc.incident_s or ((sc.signature_by_s, endless) if sc.causes else None)
+        # A steady incident (no window of its own) does not restart with the traffic.
+        phase_in = now if sc.incident_s is None else phase
+        live = window is not None and window[0] <= phase_in < window[1]
+        if window is None:
+            starts_in = None
+        elif live:
+            starts_in = 0.0
+        elif phase_in < window[0]:
+            starts_in = window[0] - phase_in
+        elif sc.incident_s is None:
+            starts_in = None
+        else:
+            starts_in = loop - phase + window[0] if loop else None
+        return {
+            "sim_time_s": now,
+            "loop_s": loop,
+            "loop": int(now // loop) + 1 if loop else 1,
+            "phase_s": phase,
+            "incident_s": list(window) if window and window[1] != endless else None,
+            "incident_in_progress": live,
+            "incident_starts_in_s": starts_in,
+            "incident_ends_in_s": (
+                window[1] - phase_in
+                if window is not None and live and window[1] != endless
+                else None
+            ),
+            "fixes": len(self.fixes),
+            # Simulated seconds per wall second (None: a manual clock, moved by /advance).
+            "speed": self.clock.speed if self.clock.mode == "realtime" else None,
+        }
 
     def truth(self) -> dict[str, Any]:
         sc = self.scenario

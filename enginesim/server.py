@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hmac
 import json
 import threading
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ REASONS = {
     200: "OK",
     204: "No Content",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
@@ -73,6 +75,7 @@ class SimServer:
         replica_base_port: int = 0,
         router_port: int | None = None,
         tick_s: float = 0.2,
+        control_token: str | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the simulator binds loopback only")
@@ -83,6 +86,11 @@ class SimServer:
         self.replica_base_port = replica_base_port
         self.router_port = router_port
         self.tick_s = tick_s
+        # With a token, every /control/ path (truth, clock, fix, scenario, advance) needs
+        # "Authorization: Bearer <token>": a drill's trainee can read the range's URL off the
+        # probe table, so the ground truth must not be one GET away. Engine endpoints stay
+        # open, as a real engine's are.
+        self.control_token = control_token or None
         self.ports: dict[str, int] = {}
         self.replica_ports: list[int] = []
         self._servers: list[asyncio.base_events.Server] = []
@@ -228,7 +236,7 @@ class SimServer:
                 except TimeoutError:
                     return
                 try:
-                    resp = await self._dispatch(method.upper(), target, body, bound)
+                    resp = await self._dispatch(method.upper(), target, body, bound, headers)
                 except ConfigError as exc:
                     resp = _json({"error": str(exc)}, 400)
                 close = headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
@@ -260,7 +268,12 @@ class SimServer:
 
     # -------------------------------------------------------------- routing
     async def _dispatch(
-        self, method: str, target: str, body: bytes, bound: int | str | None
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        bound: int | str | None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
@@ -286,6 +299,13 @@ class SimServer:
         if method not in ("GET", "HEAD", "POST"):
             return _json({"error": "method not allowed"}, 405)
         if path.startswith("/control/"):
+            if not self._authorised(headers or {}):
+                return Response(
+                    401,
+                    json.dumps({"error": "control endpoints need the control token"}).encode()
+                    + b"\n",
+                    headers=(("WWW-Authenticate", 'Bearer realm="enginesim control"'),),
+                )
             return await self._control(method, path, q, body, replica if explicit else None)
         if method == "POST":
             return _json({"error": "method not allowed"}, 405)
@@ -295,9 +315,19 @@ class SimServer:
             return _json(self._index())
         return await self._replica_endpoint(path, q, replica)
 
+    def _authorised(self, headers: dict[str, str]) -> bool:
+        if self.control_token is None:
+            return True
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.control_token.encode()
+        )
+
     def _index(self) -> dict[str, Any]:
+        # Behind a control token the scenario's name is ground truth too.
+        scenario = {} if self.control_token else {"scenario": self.d.scenario.name}
         return {
-            "scenario": self.d.scenario.name,
+            **scenario,
             "format": self.d.fmt,
             "replicas": len(self.d.replicas),
             "replica_ports": self.replica_ports,
@@ -318,6 +348,7 @@ class SimServer:
                 "/router/metrics",
                 "/control/fix",
                 "/control/truth",
+                "/control/clock",
                 "/control/scenario",
                 "/control/advance?seconds=S",
                 "/replicas/{i}/...",
@@ -443,6 +474,9 @@ class SimServer:
         if path == "/control/truth":
             d.sync()
             return _json(d.truth())
+        if path == "/control/clock":
+            d.sync()
+            return _json(d.clock_report())
         if method != "POST":
             return _json({"error": "use POST"}, 405)
         if path == "/control/advance":

@@ -16,7 +16,7 @@ def investigation_access(
     """An investigation of one of the user's teams with the user's membership there: 404 for
     outsiders, 403 if the role is too low for the action."""
     try:
-        investigation = Investigation.objects.select_related("deployment", "team").get(
+        investigation = Investigation.objects.select_related("deployment__controller", "team").get(
             pk=investigation_id
         )
     except (Investigation.DoesNotExist, ValueError):

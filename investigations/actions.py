@@ -147,6 +147,21 @@ def decide(
     return decision
 
 
+def fix_refusal(investigation: Investigation, node: str) -> str | None:
+    """Why ``node``'s fix cannot be recorded now (None: it can). Read before an engine
+    controller applies it, and again under the lock when it is recorded."""
+    if investigation.status != Investigation.Status.OPEN:
+        return "this investigation is closed"
+    hypothesis = get_playbook(investigation.symptom).node(node)
+    if hypothesis.fix is None:
+        return f"{node} has no fix template"
+    if node_states(investigation).get(node) != NodeState.CONFIRMED:
+        return f"confirm {node} before recording its fix"
+    if investigation.fixes.filter(node=node).exists():
+        return f"the fix for {node} is already recorded"
+    return None
+
+
 @transaction.atomic
 def record_fix(
     *,
@@ -155,17 +170,20 @@ def record_fix(
     parameters: dict,
     user: Actor | Any | None,
     note: str = "",
+    applied_through: str = "",
 ) -> FixRecord:
-    """Record that a confirmed cause's fix was applied; verification starts now."""
+    """Record that a confirmed cause's fix was applied (once per cause); verification
+    starts now. ``applied_through`` says which engine controller applied it
+    (investigations.controllers), when Atlas did."""
     actor = Actor.of(user)
     locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
     if locked.status != Investigation.Status.OPEN:
         raise InvestigationClosed("given a fix")
+    refusal = fix_refusal(locked, node)
+    if refusal:
+        raise ValueError(refusal)
     hypothesis = get_playbook(locked.symptom).node(node)
-    if hypothesis.fix is None:
-        raise ValueError(f"{node} has no fix template")
-    if node_states(locked).get(node) != NodeState.CONFIRMED:
-        raise ValueError(f"confirm {node} before recording its fix")
+    assert hypothesis.fix is not None  # fix_refusal said so
     fix = FixRecord.objects.create(
         investigation=locked,
         node=node,
@@ -175,19 +193,27 @@ def record_fix(
         applied_by=actor.user,
     )
     shown = ", ".join(f"{k}={v:g}" for k, v in parameters.items()) or "no parameters"
+    through = f" {applied_through}" if applied_through else ""
     record_event(
         locked,
         EventKind.FIX,
         actor=actor,
-        summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
+        summary=f"Applied {hypothesis.fix.key} for {node} ({shown}){through}",
         data={
             "fix": str(fix.pk),
             "node": node,
             "key": hypothesis.fix.key,
             "parameters": parameters,
+            "applied_through": applied_through,
         },
         obj=fix,
-        audit_data={"node": node, "key": hypothesis.fix.key, "parameters": parameters},
+        audit_summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
+        audit_data={
+            "node": node,
+            "key": hypothesis.fix.key,
+            "parameters": parameters,
+            "applied_through": applied_through,
+        },
     )
     return fix
 

@@ -28,6 +28,11 @@ urlpatterns = [
         views.deployment_targets,
         name="deployment_targets",
     ),
+    path(
+        "deployments/<uuid:deployment_id>/simulator-clock/",
+        views.simulator_clock,
+        name="simulator_clock",
+    ),
     path("deployments/<uuid:deployment_id>/targets/new/", views.add_target, name="add_target"),
     path(
         "deployments/<uuid:deployment_id>/targets/<uuid:target_id>/toggle/",

@@ -22,7 +22,7 @@ from deployments.budget import (
     max_chunk_for_itl,
     mixed_step_ceiling_ms,
 )
-from investigations import actions, fixplans, live, panels
+from investigations import actions, controllers, fixplans, live, panels
 from investigations.access import get_investigation, investigation_access
 from investigations.choices import NodeState, Suggestion
 from investigations.evidence import frozen_evidence
@@ -47,6 +47,26 @@ def deployment_targets(request: HttpRequest, deployment_id) -> HttpResponse:
     """The probe health table alone, for htmx to refresh in place."""
     granted = deployment_access(request.user, deployment_id)
     return render(request, "investigations/_targets.html", deployment_context(granted))
+
+
+@require_GET
+def simulator_clock(request: HttpRequest, deployment_id) -> HttpResponse:
+    """The demo simulator's incident clock (htmx, every 5 s). Only for a controller that
+    shows it: a drill range's timing is part of the drill's ground truth."""
+    granted = deployment_access(request.user, deployment_id)
+    row = controllers.controller_of(granted.obj)
+    if row is None or not row.shows_clock:
+        raise Http404("this deployment shows no simulator clock")
+    try:
+        report = controllers.clock(row)
+        view, error = controllers.describe_clock(report or {}), ""
+    except controllers.ControllerError as exc:
+        view, error = None, str(exc)
+    return render(
+        request,
+        "investigations/_sim_clock.html",
+        {"deployment": granted.obj, "clock": view, "clock_error": error},
+    )
 
 
 @require_POST
@@ -97,6 +117,18 @@ def deployment_context(granted, *, target_form: TargetForm | None = None) -> dic
         "target_form": (target_form or TargetForm()) if can_manage else None,
         "open_form": OpenInvestigationForm(),
         "investigations": deployment.investigations.order_by("-opened_at")[:20],
+        **_controller_context(deployment),
+    }
+
+
+def _controller_context(deployment) -> dict:
+    """Whether Atlas applies fixes to this deployment itself (an engine controller), and
+    whether the page shows the demo simulator's incident clock."""
+    row = controllers.controller_of(deployment)
+    return {
+        "controller": row,
+        "sim_clock": row is not None and row.shows_clock,
+        "deployment_id": deployment.pk,
     }
 
 
@@ -220,10 +252,10 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
                 f"The suggested fix changed since this page was loaded ({changed}); "
                 "review it and record again."
             )
-        actions.record_fix(
+        _, applied = controllers.apply_and_record(
             investigation=investigation,
             node=node_key,
-            parameters=dict(node.fix.parameters),
+            plan=node.fix,
             user=request.user,
             note=request.POST.get("note", "")[:4000],
         )
@@ -231,8 +263,15 @@ def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
         messages.error(request, "That hypothesis has no fix to record.")
     except ValueError as exc:
         messages.error(request, str(exc))
+    except controllers.ControllerError as exc:
+        messages.error(request, f"The fix was not applied, and nothing was recorded: {exc}")
     else:
-        messages.success(request, "Fix recorded; verification has started.")
+        if applied is not None:
+            messages.success(
+                request, f"Fix applied {applied.summary} and recorded; verification has started."
+            )
+        else:
+            messages.success(request, "Fix recorded; verification has started.")
     return redirect("investigations:detail", investigation_id=investigation.pk)
 
 
@@ -284,6 +323,16 @@ def gate_rules(request: HttpRequest, investigation_id) -> HttpResponse:
     return response
 
 
+def _fix_recorded(investigation, top, latest) -> bool:
+    """Whether the leading cause's fix is already recorded; a query only when another
+    cause's fix is the latest (a pair of incidents)."""
+    if top is None or top.fix is None or latest is None:
+        return False
+    if latest.node == top.key:
+        return True
+    return investigation.fixes.filter(node=top.key).exists()
+
+
 def _page_context(granted) -> dict:
     """The investigation page's (and tree partial's) context; write forms only for the roles
     that may use them (responders decide and record fixes, commanders close)."""
@@ -299,7 +348,10 @@ def _page_context(granted) -> dict:
     ranking = [result.find(key) for key in result.ranking]
     top = ranking[0] if ranking else None
     return {
+        **_controller_context(investigation.deployment),
         "investigation": investigation,
+        # A cause's fix is recorded once; its button goes once it is.
+        "top_fix_recorded": _fix_recorded(investigation, top, state.fix),
         "can_respond": granted.allows(Role.RESPONDER),
         "can_command": granted.allows(Role.COMMANDER),
         "playbook": state.playbook,

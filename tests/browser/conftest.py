@@ -129,21 +129,35 @@ def clock(monkeypatch) -> VirtualClock:
 
 
 class Simulator:
-    """A manual-clock ``enginesim`` serving real vLLM and dcgm-exporter endpoints."""
+    """A manual-clock ``enginesim`` serving real vLLM and dcgm-exporter endpoints;
+    ``loop_s`` repeats its traffic (the demo), ``token`` closes /control/ to anyone
+    without it (as ``./atlas demo`` runs it); the helpers here send it."""
 
-    def __init__(self, scenario: str) -> None:
+    def __init__(self, scenario: str, *, loop_s: float | None = None, token: str = "") -> None:
         from enginesim.deployment import Deployment as SimDeployment
         from enginesim.deployment import SimClock
         from enginesim.server import SimServer
 
+        self.token = token
         self.server = SimServer(
-            SimDeployment(scenario, seed=0, clock=SimClock("manual"))
+            SimDeployment(scenario, seed=0, clock=SimClock("manual"), loop_s=loop_s),
+            control_token=token or None,
         ).start_in_thread()
         self.base = f"http://127.0.0.1:{self.server.ports['main']}"
 
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
     def post(self, path: str, body: dict | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else b""
-        request = urllib.request.Request(self.base + path, data=data, method="POST")  # noqa: S310
+        request = urllib.request.Request(  # noqa: S310 - loopback
+            self.base + path, data=data, method="POST", headers=self._headers()
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
+            return json.loads(response.read())
+
+    def get(self, path: str) -> dict:
+        request = urllib.request.Request(self.base + path, headers=self._headers())  # noqa: S310
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
             return json.loads(response.read())
 

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from deployments.models import EngineController
 from drills import actions, simctl
 from drills.models import Drill, DrillRange
 from investigations.models import Investigation
@@ -178,6 +179,16 @@ def test_bootstrap_demo_registers_the_drill_range_idempotently():
     drill_range = DrillRange.objects.select_related("deployment").get()
     assert drill_range.simulator_url == "http://127.0.0.1:8101"
     assert drill_range.deployment.name == "drill-range"
+    # Both simulators are engines Atlas runs ("Apply fix" applies there); only the demo's
+    # shows its incident clock (a drill range's timing is the drill's ground truth).
+    controllers = {
+        c.deployment.name: (c.url, c.shows_clock)
+        for c in EngineController.objects.select_related("deployment")
+    }
+    assert controllers == {
+        "atlas-sim": ("http://127.0.0.1:8100", True),
+        "drill-range": ("http://127.0.0.1:8101", False),
+    }
     assert drill_range.deployment.team == drill_range.team
     urls = set(drill_range.deployment.targets.values_list("url", flat=True))
     assert "http://127.0.0.1:8101/metrics" in urls and len(urls) == 6

@@ -35,7 +35,7 @@ from django.utils import timezone
 from artifacts.models import Artifact
 from audit.models import AuditEntry
 from deployments.budget import Budget
-from deployments.models import Deployment
+from deployments.models import ControllerKind, Deployment, EngineController
 from drills.models import Drill, DrillRange
 from investigations import tokens
 from investigations.models import Decision, FixRecord, Investigation
@@ -205,6 +205,9 @@ MATRIX: dict[str, Page | Api] = {
     ),
     "investigations:deployment": Page(get=members(VIEWER, 200)),
     "investigations:deployment_targets": Page(get=members(VIEWER, 200)),
+    # The demo's incident clock: the world's deployment has a controller that shows it, on
+    # the discard port, so a member sees the "cannot be read" panel (200).
+    "investigations:simulator_clock": Page(get=members(VIEWER, 200)),
     "investigations:add_target": Page(
         post=members(COMMANDER, 302),
         data=lambda w: {"kind": "engine", "url": "http://127.0.0.1:8100/metrics", "replica": "r9"},
@@ -388,6 +391,12 @@ def world(team, other_team, commander, responder, viewer, outsider, settings, tm
     settings.MEDIA_ROOT = tmp_path / "media"
     deployment = builders.deployment(team)
     target = builders.target(deployment, TargetKind.ENGINE, "http://127.0.0.1:8100/metrics")
+    EngineController.objects.create(
+        deployment=deployment,
+        kind=ControllerKind.ENGINESIM,
+        url="http://127.0.0.1:9",  # discard port: nothing listens
+        shows_clock=True,
+    )
     investigation = Investigation.objects.create(
         team=team, deployment=deployment, symptom="high-ttft", opened_by=commander
     )

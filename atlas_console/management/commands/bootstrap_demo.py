@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from deployments.models import Deployment
+from deployments.models import ControllerKind, Deployment, EngineController
 from drills.models import DrillRange
 from probes.models import Target, TargetKind
 from teams.models import Membership, Role, Team
@@ -70,10 +70,19 @@ class Command(BaseCommand):
         self.stdout.write(f"Team {team.name!r} ({team.id}); {username} is its commander.")
 
 
-def register_simulated_deployment(team: Team, base: str, name: str = "atlas-sim") -> Deployment:
-    """The simulator's endpoints as probe targets, with the Atlas budget constants."""
+def register_simulated_deployment(
+    team: Team, base: str, name: str = "atlas-sim", *, shows_clock: bool = True
+) -> Deployment:
+    """The simulator's endpoints as probe targets, with the Atlas budget constants, and the
+    simulator as the deployment's engine controller: Atlas runs it, so "Apply fix" applies
+    the fix there (POST /control/fix with the console's control token). The demo shows the
+    simulator's incident clock; a drill range never does (its timing is ground truth)."""
     deployment, _ = Deployment.objects.get_or_create(
         team=team, name=name, defaults={"model_name": "atlas-70b"}
+    )
+    EngineController.objects.update_or_create(
+        deployment=deployment,
+        defaults={"kind": ControllerKind.ENGINESIM, "url": base, "shows_clock": shows_clock},
     )
     wanted = [
         (TargetKind.ENGINE, f"{base}/metrics"),
@@ -93,7 +102,7 @@ def register_simulated_deployment(team: Team, base: str, name: str = "atlas-sim"
 
 def register_drill_range(team: Team, base: str) -> DrillRange:
     """A practice deployment on its own simulator, which drills redeploy at will."""
-    deployment = register_simulated_deployment(team, base, name=DRILL_DEPLOYMENT)
+    deployment = register_simulated_deployment(team, base, name=DRILL_DEPLOYMENT, shows_clock=False)
     drill_range, _ = DrillRange.objects.update_or_create(
         deployment=deployment, defaults={"team": team, "simulator_url": base}
     )
