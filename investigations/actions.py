@@ -194,6 +194,8 @@ def record_fix(
     )
     shown = ", ".join(f"{k}={v:g}" for k, v in parameters.items()) or "no parameters"
     through = f" {applied_through}" if applied_through else ""
+    # Only a fix Atlas applied says through what; a recorded one keeps the old shape.
+    applied = {"applied_through": applied_through} if applied_through else {}
     record_event(
         locked,
         EventKind.FIX,
@@ -204,16 +206,11 @@ def record_fix(
             "node": node,
             "key": hypothesis.fix.key,
             "parameters": parameters,
-            "applied_through": applied_through,
+            **applied,
         },
         obj=fix,
         audit_summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
-        audit_data={
-            "node": node,
-            "key": hypothesis.fix.key,
-            "parameters": parameters,
-            "applied_through": applied_through,
-        },
+        audit_data={"node": node, "key": hypothesis.fix.key, "parameters": parameters, **applied},
     )
     return fix
 

@@ -91,9 +91,11 @@ def test_a_responder_drills_kv_pressure_and_sees_each_branch_marked(
         "kv-block-leak": "eliminated-false",
         "prefill-slow": "confirmed-false",
         "queue-backlog": "undecided",
+        "tp-straggler": "undecided",
+        "gc-pauses": "undecided",
     }
     assert html.count('data-mark="right"') == 4 and html.count('data-mark="wrong"') == 1
-    assert "4 of 6</strong> branches decided right" in html
+    assert "4 of 8</strong> branches decided right" in html
     assert "First true cause confirmed" in html
     assert responder.get_username() in html
     # The list now shows the scenario too.

@@ -36,7 +36,7 @@ def edited_playbooks(tmp_path, monkeypatch):
     path = folder / "high-ttft.yaml"
     text = path.read_text(encoding="utf-8")
     for old, new in [
-        ("version: 1\n", "version: 7\n"),
+        (f"version: {playbook.get_playbook('high-ttft').version}\n", "version: 7\n"),
         ("title: p95 time to first token over target\n", "title: TTFT, renamed\n"),
         ("title: p95 TTFT over the target\n", "title: Alarm renamed\n"),
         ("budget.ttft_target_ms / 1000}", "budget.ttft_target_ms / 500}"),
@@ -53,7 +53,10 @@ def edited_playbooks(tmp_path, monkeypatch):
 
 def test_the_record_freezes_the_playbook_at_open_and_the_verdict_at_close(incident):
     shipped = playbook.get_playbook("high-ttft")
-    assert (incident.playbook_version, incident.playbook_digest) == (1, shipped.digest)
+    assert (incident.playbook_version, incident.playbook_digest) == (
+        shipped.version,
+        shipped.digest,
+    )
     assert incident.playbook_facts == frozen.playbook_facts(shipped)
     facts = incident.closing_facts
     assert facts["verification"]["state"] == "passing"
@@ -70,7 +73,7 @@ def test_an_edited_playbook_file_rewrites_no_closed_postmortem(incident, edited_
     after = _renders(incident)
     assert after == before
     html, md = after
-    assert "high-ttft v1" in md and "high-ttft v7" not in md
+    assert f"high-ttft v{incident.playbook_version}" in md and "high-ttft v7" not in md
     assert "Router, renamed" not in html and "The router is slow to forward requests" in html
 
 
@@ -91,7 +94,8 @@ def test_an_open_draft_follows_the_live_state_and_the_playbook_it_opened_with(
 ):
     playbook.playbooks.cache_clear()
     md = _renders(open_incident)[1]
-    assert "high-ttft v1" in md  # opened with version 1: its record keeps that
+    opened_with = open_incident.playbook_version  # the shipped version, not the edit's 7
+    assert opened_with != 7 and f"high-ttft v{opened_with}" in md  # its record keeps that
     newer = actions.open_investigation(
         deployment=open_incident.deployment, symptom="high-ttft", user=None
     )
@@ -105,12 +109,14 @@ def test_the_migration_freezes_what_an_old_closed_record_kept(incident, edited_p
     from django.apps import apps
 
     migration = importlib.import_module("investigations.migrations.0011_freeze_existing_records")
+    shipped_version = incident.playbook_version
     Investigation.objects.filter(pk=incident.pk).update(
         playbook_facts={}, playbook_version=None, playbook_digest="", closing_facts={}
     )
     migration.freeze(apps, None)  # the shipped playbook is still the cached one
     migrated = Investigation.objects.get(pk=incident.pk)
-    assert migrated.playbook_version == 1 and migrated.playbook_facts["source"] == "migration"
+    assert migrated.playbook_version == shipped_version
+    assert migrated.playbook_facts["source"] == "migration"
     facts = migrated.closing_facts
     assert facts["source"] == "migration"
     assert facts["verification"]["state"] == "passing"  # as its close audit entry says
