@@ -81,3 +81,5 @@ class EventKind(_Choices):
     VERIFICATION = "verification"
     ALERT = "alert"
     ARTIFACT = "artifact"
+    # A "current status" post (comms): data holds update* (its id) and text.
+    STATUS_UPDATE = "status_update"

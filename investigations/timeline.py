@@ -18,6 +18,7 @@ suggestion     node, suggestion
 verification   fix, state*
 alert          labels
 artifact       artifact or target
+status_update  update* (the comms.StatusUpdate id), text
 =============  =============================================================
 """
 
