@@ -56,7 +56,7 @@ def message_of(update: StatusUpdate) -> Message:
     base = settings.ATLAS_PUBLIC_URL
     link = base + reverse("investigations:detail", args=[investigation.pk]) if base else ""
     return Message(
-        title=investigation.title,
+        title=str(investigation),
         deployment=investigation.deployment.name,
         text=update.text,
         author=update.author_name or "someone",

@@ -19,6 +19,7 @@ verification   fix, state*
 alert          labels
 artifact       artifact or target
 status_update  update* (the comms.StatusUpdate id), text
+severity       severity*, previous* ("" when unset), reason
 =============  =============================================================
 """
 

@@ -64,7 +64,7 @@ def test_an_update_reaches_each_chat_in_its_own_format(
     (slack,) = inbox.at("/slack")
     assert slack.content_type == "application/json"
     body = slack.json()
-    expected = f"Status update: {investigation.title}: Mitigating: max_num_seqs 64 -&gt; 30"
+    expected = f"Status update: {investigation}: Mitigating: max_num_seqs 64 -&gt; 30"
     assert body["text"] == expected
     assert body["blocks"][0]["type"] == "section"
     link = f"https://atlas.example/investigations/{investigation.pk}/"

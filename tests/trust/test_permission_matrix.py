@@ -232,6 +232,9 @@ MATRIX: dict[str, Page | Api] = {
         },
     ),
     "investigations:record_fix": Page(post=members(RESPONDER, 302), data=lambda w: {"node": NODE}),
+    "investigations:set_severity": Page(
+        post=members(RESPONDER, 302), data=lambda w: {"severity": "sev2", "reason": "p95 x3"}
+    ),
     "investigations:close": Page(
         post=members(COMMANDER, 302), data=lambda w: {"override": "matrix test"}
     ),
@@ -499,6 +502,7 @@ def _state(world: World) -> tuple:
         ReviewComment.objects.filter(investigation__team=team).count(),
         Drill.objects.filter(range__team=team, finished_at__isnull=True).count(),
         StatusUpdate.objects.filter(investigation__team=team).count(),
+        sorted(Investigation.objects.filter(team=team).values_list("pk", "severity")),
         sorted(ChatWebhook.objects.filter(team=team).values_list("name", "enabled")),
     )
 
