@@ -14,6 +14,7 @@ from investigations import actions as investigation_actions
 from investigations.actions import InvestigationClosed
 from investigations.choices import EventKind
 from investigations.models import Investigation, TimelineEvent
+from postmortems.record import load_document
 from tests.support.chat_receiver import Inbox, free_port, receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,6 +88,12 @@ def test_an_update_is_on_the_timeline_with_its_id(investigation, responder):
     assert event.data == {"update": str(update.pk), "text": "Identified: KV cache pressure"}
     assert event.actor == responder
     assert event.summary == "Status: Identified: KV cache pressure"
+    timeline = load_document(Investigation.objects.get(pk=investigation.pk))["timeline"]
+    assert {
+        "kind": "status_update",
+        "actor": responder.username,
+        "summary": "Status: Identified: KV cache pressure",
+    }.items() <= next(e for e in timeline if e["kind"] == "status_update").items()
 
 
 def test_a_sent_delivery_is_never_sent_again(investigation, responder, team, base, inbox):
