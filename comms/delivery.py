@@ -80,8 +80,15 @@ def _claim(delivery_id) -> bool:
 def send_delivery(delivery_id) -> Outcome:
     """One attempt at one delivery; what the task does next is in the outcome."""
     if not _claim(delivery_id):
-        state = Delivery.objects.filter(pk=delivery_id).values_list("state", flat=True).first()
-        return Outcome(state or "missing")
+        row = Delivery.objects.filter(pk=delivery_id).values("state", "claimed_until").first()
+        if row is None:
+            return Outcome("missing")
+        if row["state"] in (DeliveryState.SENT, DeliveryState.FAILED):
+            return Outcome(row["state"])
+        # Another copy holds the claim: sending now, or killed mid-send (its claim then
+        # lapses). Look again once it has, so a lost worker never strands the row.
+        wait = (row["claimed_until"] - timezone.now()).total_seconds()
+        return Outcome(row["state"], retry_in=max(1.0, wait + 1.0))
     delivery = Delivery.objects.select_related("webhook", "update__investigation__deployment").get(
         pk=delivery_id
     )

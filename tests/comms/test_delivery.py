@@ -4,8 +4,11 @@ once per (update, webhook), with failures on the team page and never in the way.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from comms import actions
 from comms.delivery import send_delivery
@@ -206,4 +209,23 @@ def test_retry_failed_requeues_only_failed_rows(investigation, responder, team, 
     assert actions.retry_failed(webhook=hook) == 1
     assert send_delivery(update.deliveries.get().pk).state == DeliveryState.SENT
     assert actions.retry_failed(webhook=hook) == 0
+    assert len(inbox.at("/ops")) == 1
+
+
+def test_a_row_claimed_by_a_lost_worker_is_looked_at_again_after_the_claim(
+    investigation, responder, team, base, inbox
+):
+    ChatWebhook.objects.create(team=team, name="ops", kind="teams", url=f"{base}/ops")
+    update = actions.post_status_update(investigation=investigation, text="x", user=responder)
+    delivery = update.deliveries.get()
+    Delivery.objects.filter(pk=delivery.pk).update(
+        claimed_until=timezone.now() + timedelta(seconds=30)
+    )
+    held = send_delivery(delivery.pk)
+    assert held.state == DeliveryState.PENDING and 30 <= held.retry_in <= 32
+    assert inbox.received == []
+    Delivery.objects.filter(pk=delivery.pk).update(
+        claimed_until=timezone.now() - timedelta(seconds=1)
+    )
+    assert send_delivery(delivery.pk).state == DeliveryState.SENT
     assert len(inbox.at("/ops")) == 1
