@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "postmortems",
     "review",
     "drills",
+    "comms",
     "audit",
 ]
 
@@ -279,6 +280,39 @@ ATLAS_LIGHT_POLL_SECONDS = env.env_int(
 # (demo, drill range: enginesim --control-token-file); without it anyone who can read a
 # drill range's URL can read its ground truth. ./atlas demo generates one per data folder.
 ATLAS_SIM_CONTROL_TOKEN = ENVIRON.get("ATLAS_SIM_CONTROL_TOKEN", "").strip()
+
+# --- Chat (status updates to Slack, Mattermost, Microsoft Teams) ---------------------------
+# Where chat webhooks may connect, through the probes' guard (link-local and metadata are
+# refused whatever this says). Defaults to the probes' networks; a hosted chat needs its
+# public range, e.g. "0.0.0.0/0,::/0".
+try:
+    ATLAS_CHAT_ALLOWED_NETWORKS = parse_networks(
+        env.env_list(
+            ENVIRON,
+            "ATLAS_CHAT_ALLOWED_NETWORKS",
+            default=tuple(str(n) for n in ATLAS_PROBE_ALLOWED_NETWORKS),
+        )
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ATLAS_CHAT_ALLOWED_NETWORKS: {exc}.") from None
+ATLAS_CHAT_TIMEOUT = env.env_int(ENVIRON, "ATLAS_CHAT_TIMEOUT", 10, minimum=1, maximum=60)
+# Seconds before each retry of a delivery that failed transiently (refused, timeout, 5xx,
+# 429); after the last, it is marked failed on the team page. The default rides out about
+# 18 minutes of a chat outage.
+try:
+    ATLAS_CHAT_RETRY_SCHEDULE = tuple(
+        float(x)
+        for x in env.env_list(
+            ENVIRON, "ATLAS_CHAT_RETRY_SCHEDULE", default=("10", "30", "60", "120", "300", "600")
+        )
+    )
+except ValueError:
+    raise ImproperlyConfigured(
+        "ATLAS_CHAT_RETRY_SCHEDULE: a comma-separated list of seconds."
+    ) from None
+# The console's own address, for links in chat messages ("" leaves them out).
+ATLAS_PUBLIC_URL = env.env_str(ENVIRON, "ATLAS_PUBLIC_URL").rstrip("/")
+
 # Folders on GPU hosts whose files log_file targets may read; none by default.
 ATLAS_LOG_FILE_ROOTS = [Path(p) for p in env.env_list(ENVIRON, "ATLAS_LOG_FILE_ROOTS")]
 for _root in ATLAS_LOG_FILE_ROOTS:

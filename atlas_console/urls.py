@@ -29,6 +29,7 @@ urlpatterns = [
     path("", include("postmortems.urls")),
     path("", include("review.urls")),
     path("", include("drills.urls")),
+    path("", include("comms.urls")),
     path("admin/", admin.site.urls),
 ]
 

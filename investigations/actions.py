@@ -11,7 +11,7 @@ from django.utils import timezone
 from audit.actor import Actor
 from deployments.models import Deployment
 from investigations import frozen, history
-from investigations.choices import STATE_AFTER, EventKind, NodeState, VerificationState
+from investigations.choices import STATE_AFTER, EventKind, NodeState, Severity, VerificationState
 from investigations.models import Decision, FixRecord, Investigation
 from investigations.playbook import get_playbook
 from investigations.states import node_states
@@ -258,4 +258,37 @@ def close_investigation(
         },
         audit_data={"verification": verification_state, "root_cause": locked.root_cause},
     )
+    return locked
+
+
+@transaction.atomic
+def set_severity(
+    *, investigation: Investigation, severity: str, reason: str, user: Actor | Any | None
+) -> Investigation:
+    """Set or change the severity. A change (from one SEV to another) needs a reason, and
+    both go on the timeline, so the postmortem shows why the incident was re-graded."""
+    try:
+        new = Severity(severity)
+    except ValueError:
+        raise ValueError(f"unknown severity {severity!r}") from None
+    reason = reason.strip()[:1000]
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise InvestigationClosed("re-graded")
+    previous = locked.severity
+    if previous == new:
+        raise ValueError(f"the severity is already {new.label}")
+    if previous and not reason:
+        raise ValueError("changing the severity needs a reason")
+    locked.severity = new
+    locked.save(update_fields=["severity"])
+    was = f" (was {Severity(previous).label})" if previous else ""
+    record_event(
+        locked,
+        EventKind.SEVERITY,
+        actor=user,
+        data={"severity": str(new), "previous": previous, "reason": reason},
+        summary=f"Severity {new.label}{was}" + (f": {reason}" if reason else ""),
+    )
+    investigation.severity = new
     return locked

@@ -81,3 +81,38 @@ class EventKind(_Choices):
     VERIFICATION = "verification"
     ALERT = "alert"
     ARTIFACT = "artifact"
+    # A "current status" post (comms): data holds update* (its id) and text.
+    STATUS_UPDATE = "status_update"
+    # The severity set or changed: data holds severity* (new), previous* ("" when unset)
+    # and reason.
+    SEVERITY = "severity"
+
+
+class Severity(_Choices):
+    """How bad the incident is, in the SEV1 (worst) to SEV4 scale on-call teams use; the
+    definition is shown wherever one is chosen, so two people mean the same by SEV2."""
+
+    SEV1 = "sev1"
+    SEV2 = "sev2"
+    SEV3 = "sev3"
+    SEV4 = "sev4"
+
+    @property
+    def label(self) -> str:
+        return self.value.upper()
+
+    @property
+    def definition(self) -> str:
+        return SEVERITY_DEFINITIONS[self]
+
+
+SEVERITY_DEFINITIONS: dict[str, str] = {
+    Severity.SEV1: "Critical: the service is down or unusable for most users, or data is at "
+    "risk. All hands; status updates at least every 30 minutes.",
+    Severity.SEV2: "Major: a core function is badly degraded (latency or errors well past the "
+    "SLO) for many users. Commander and responders now; updates hourly.",
+    Severity.SEV3: "Minor: a partial or intermittent degradation with a workaround, or an SLO "
+    "burning slowly. Worked in business hours.",
+    Severity.SEV4: "Low: little or no user impact (a cosmetic issue, a near miss, one replica "
+    "affected). Tracked, no paging.",
+}

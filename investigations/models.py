@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from deployments.models import Deployment
-from investigations.choices import DecisionAction, EventKind
+from investigations.choices import DecisionAction, EventKind, Severity
 from teams.models import Team
 
 
@@ -27,6 +27,8 @@ class Investigation(models.Model):
     symptom = models.CharField(max_length=64)
     title = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    # "" until someone sets it; every setting is a timeline event with its reason.
+    severity = models.CharField(max_length=8, choices=Severity.choices(), blank=True)
     is_drill = models.BooleanField(default=False)
     opened_at = models.DateTimeField(auto_now_add=True)
     opened_by = models.ForeignKey(

@@ -18,6 +18,8 @@ suggestion     node, suggestion
 verification   fix, state*
 alert          labels, fingerprint*, status* (firing, resolved), ends_at
 artifact       artifact or target
+status_update  update* (the comms.StatusUpdate id), text
+severity       severity*, previous* ("" when unset), reason
 =============  =============================================================
 """
 

@@ -19,6 +19,11 @@ urlpatterns = [
     ),
     path("investigations/<uuid:investigation_id>/decide/", views.decide, name="decide"),
     path("investigations/<uuid:investigation_id>/fix/", views.record_fix, name="record_fix"),
+    path(
+        "investigations/<uuid:investigation_id>/severity/",
+        views.set_severity,
+        name="set_severity",
+    ),
     path("investigations/<uuid:investigation_id>/close/", views.close, name="close"),
     path("investigations/<uuid:investigation_id>/gate.yml", views.gate_rules, name="gate"),
     path("investigations/<uuid:investigation_id>/audit/", views.audit_log, name="audit"),

@@ -24,7 +24,7 @@ from deployments.budget import (
 )
 from investigations import actions, controllers, fixplans, live, panels
 from investigations.access import get_investigation, investigation_access
-from investigations.choices import NodeState, Suggestion
+from investigations.choices import NodeState, Severity, Suggestion
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
@@ -239,6 +239,24 @@ def decide(request: HttpRequest, investigation_id) -> HttpResponse:
 
 
 @require_POST
+def set_severity(request: HttpRequest, investigation_id) -> HttpResponse:
+    """Responders and commanders grade the incident; a re-grade needs its reason."""
+    investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
+    try:
+        actions.set_severity(
+            investigation=investigation,
+            severity=request.POST.get("severity", "")[:8],
+            reason=request.POST.get("reason", "")[:1000],
+            user=request.user,
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Severity set to {investigation.get_severity_display()}.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_POST
 def record_fix(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
     node_key = request.POST.get("node", "")[:64]
@@ -354,6 +372,7 @@ def _page_context(granted) -> dict:
         "top_fix_recorded": _fix_recorded(investigation, top, state.fix),
         "can_respond": granted.allows(Role.RESPONDER),
         "can_command": granted.allows(Role.COMMANDER),
+        "severities": list(Severity),
         "playbook": state.playbook,
         "result": result,
         "fix_record": state.fix,

@@ -108,8 +108,14 @@ class Pool:
         max_bytes: int,
         headers: dict[str, str],
         deadline: float | None = None,
+        method: str = "GET",
+        body: bytes = b"",
     ) -> RawResponse:
         """GET ``target`` (path and query) from ``origin``; the body is decoded and capped.
+
+        ``method``/``body`` send something else (chat webhooks POST one JSON body through
+        the same guarded connections); a POST is never retried on a stale connection,
+        since the server may have acted on it.
 
         ``deadline`` is an absolute ``loop.time()``: past it the exchange raises
         ``timeout`` whatever the peer is sending. probes.net always passes the fetch's own;
@@ -126,20 +132,20 @@ class Pool:
                 connection = await self._open(origin, deadline)
             try:
                 response = await self._exchange(
-                    connection, origin, target, max_bytes, headers, deadline
+                    connection, origin, target, max_bytes, headers, deadline, method, body
                 )
             except (HTTPError, OSError, EOFError, zlib.error) as exc:
                 connection.close()
                 stale = isinstance(exc, OSError | EOFError) or (
                     isinstance(exc, HTTPError) and exc.kind == "closed"
                 )
-                if not (reused and stale):
+                if not (reused and stale and method == "GET"):
                     raise _as_http_error(exc) from None
                 # The server had closed this idle keep-alive connection: retry once, fresh.
                 connection = await self._open(origin, deadline)
                 try:
                     response = await self._exchange(
-                        connection, origin, target, max_bytes, headers, deadline
+                        connection, origin, target, max_bytes, headers, deadline, method, body
                     )
                 except (HTTPError, OSError, EOFError, zlib.error) as retry_exc:
                     connection.close()
@@ -195,6 +201,8 @@ class Pool:
         max_bytes: int,
         headers: dict[str, str],
         deadline: float,
+        method: str = "GET",
+        body: bytes = b"",
     ) -> RawResponse:
         scheme, host, port = origin
         loop = asyncio.get_running_loop()
@@ -204,17 +212,22 @@ class Pool:
         if ":" in host and not host.startswith("["):
             host_header = f"[{host}]" if port == default_port else f"[{host}]:{port}"
         protocol = connection.protocol
+        framing = [("Content-Length", str(len(body)))] if method != "GET" else []
         request = h11.Request(
-            method="GET",
+            method=method,
             target=target,
             headers=[
                 ("Host", host_header),
                 ("User-Agent", USER_AGENT),
                 ("Accept-Encoding", "gzip"),
+                *framing,
                 *headers.items(),
             ],
         )
-        connection.writer.write(protocol.send(request) + protocol.send(h11.EndOfMessage()))
+        wire = protocol.send(request)
+        if body:
+            wire += protocol.send(h11.Data(data=body))
+        connection.writer.write(wire + protocol.send(h11.EndOfMessage()))
         await connection.writer.drain()
 
         status, reason, response_headers = 0, "", {}

@@ -359,3 +359,63 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 def _kept(response: http11.RawResponse) -> dict[str, str]:
     return {name: response.headers[name][:200] for name in KEPT_HEADERS if name in response.headers}
+
+
+async def apost(
+    client: ProbeClient,
+    url: str,
+    body: bytes,
+    policy: FetchPolicy,
+    *,
+    content_type: str = "application/json",
+) -> FetchResult:
+    """POST one body through the guard (chat webhooks): same address checks, byte cap and
+    deadline as ``afetch``. Redirects are refused, not followed: re-sending a POST to
+    wherever a Location points is how a webhook would be steered somewhere else."""
+    started = time.monotonic()
+    current = validate_url(url)
+    try:
+        async with asyncio.timeout(policy.total_timeout):
+            deadline = asyncio.get_running_loop().time() + policy.total_timeout
+            try:
+                response = await client.pool.get(
+                    _origin(current),
+                    current.raw_path.decode("ascii"),
+                    max_bytes=policy.max_bytes,
+                    headers={"Content-Type": content_type},
+                    deadline=deadline,
+                    method="POST",
+                    body=body,
+                )
+            except http11.HTTPError as exc:
+                raise ProbeError(
+                    exc.kind, str(exc), transient=exc.kind in TRANSIENT_KINDS
+                ) from None
+    except TimeoutError:
+        raise ProbeError(
+            "timeout", f"no complete answer within {policy.total_timeout:g} s", transient=True
+        ) from None
+    if response.status in REDIRECT_STATUSES:
+        raise ProbeError("redirect", "a webhook answered with a redirect", transient=False)
+    if response.status >= 400:
+        raise _status_error(response)
+    return FetchResult(
+        url=str(current),
+        status=response.status,
+        content_type=response.headers.get("content-type", ""),
+        body=response.body,
+        elapsed_s=time.monotonic() - started,
+        headers=_kept(response),
+    )
+
+
+def post(
+    url: str, body: bytes, policy: FetchPolicy, *, content_type: str = "application/json"
+) -> FetchResult:
+    """``apost`` for synchronous callers (a Celery task): one guarded connection, closed after."""
+
+    async def once() -> FetchResult:
+        async with guarded_async_client(policy, max_connections=1) as client:
+            return await apost(client, url, body, policy, content_type=content_type)
+
+    return asyncio.run(once())

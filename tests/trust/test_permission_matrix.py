@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from artifacts.models import Artifact
 from audit.models import AuditEntry
+from comms.models import ChatWebhook, StatusUpdate
 from deployments.budget import Budget
 from deployments.models import ControllerKind, Deployment, EngineController
 from drills.models import Drill, DrillRange
@@ -99,6 +100,7 @@ class World:
     export: Export
     drill_range: DrillRange
     drill: Drill
+    webhook: ChatWebhook
     extra: dict = field(default_factory=dict)
 
 
@@ -115,6 +117,7 @@ PARAMS: dict[str, Callable[[World], object]] = {
     "export_id": lambda w: w.export.pk,
     "range_id": lambda w: w.drill_range.pk,
     "drill_id": lambda w: w.drill.pk,
+    "webhook_id": lambda w: w.webhook.pk,
 }
 
 
@@ -232,6 +235,9 @@ MATRIX: dict[str, Page | Api] = {
         },
     ),
     "investigations:record_fix": Page(post=members(RESPONDER, 302), data=lambda w: {"node": NODE}),
+    "investigations:set_severity": Page(
+        post=members(RESPONDER, 302), data=lambda w: {"severity": "sev2", "reason": "p95 x3"}
+    ),
     "investigations:close": Page(
         post=members(COMMANDER, 302), data=lambda w: {"override": "matrix test"}
     ),
@@ -272,6 +278,17 @@ MATRIX: dict[str, Page | Api] = {
     ),
     "drills:detail": Page(get=members(VIEWER, 200)),
     "drills:finish": Page(post=members(RESPONDER, 302)),
+    # Status updates and chat webhooks (comms).
+    "comms:post_update": Page(
+        post=members(RESPONDER, 302), data=lambda w: {"text": "Mitigating: fewer sequences"}
+    ),
+    "comms:webhooks": Page(
+        get=members(COMMANDER, 200),
+        post=members(COMMANDER, 302),
+        data=lambda w: {"name": "ops", "kind": "slack", "url": "http://127.0.0.1:9/hook"},
+    ),
+    "comms:toggle_webhook": Page(post=members(COMMANDER, 302)),
+    "comms:retry_webhook": Page(post=members(COMMANDER, 302)),
     # Token endpoints: the JSON API and the Alertmanager webhook.
     "api:open": Api(
         "POST",
@@ -470,6 +487,9 @@ def world(team, other_team, commander, responder, viewer, outsider, settings, tm
         export=export,
         drill_range=drill_range,
         drill=drill,
+        webhook=ChatWebhook.objects.create(
+            team=team, name="ops-room", kind="slack", url="http://127.0.0.1:9/hook"
+        ),
     )
 
 
@@ -490,6 +510,9 @@ def _state(world: World) -> tuple:
         Artifact.objects.filter(team=team).count(),
         ReviewComment.objects.filter(investigation__team=team).count(),
         Drill.objects.filter(range__team=team, finished_at__isnull=True).count(),
+        StatusUpdate.objects.filter(investigation__team=team).count(),
+        sorted(Investigation.objects.filter(team=team).values_list("pk", "severity")),
+        sorted(ChatWebhook.objects.filter(team=team).values_list("name", "enabled")),
     )
 
 
