@@ -49,6 +49,7 @@ class Action(models.TextChoices):
     USER_CREATE = "user.create", "User created"
     USER_UPDATE = "user.update", "User changed (staff, superuser, active)"
     USER_DELETE = "user.delete", "User deleted"
+    LOGIN_LOCKOUT = "login.lockout", "Login locked out"
     NARRATIVE = "postmortem.narrative", "Postmortem narrative saved"
     EXPORT = "postmortem.export", "Postmortem export requested"
     TOKEN_CREATE = "token.create", "API token created"
