@@ -15,6 +15,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
+import audit
 from audit.admin_changes import Audited, AuditedAdmin, audited
 from audit.models import PURGING, AuditEntry
 
@@ -76,4 +77,19 @@ if admin.site.is_registered(User):
 
 @admin.register(User)
 class AuditedUserAdmin(AuditedAdmin, UserAdmin):
-    """Django's user admin; each add, change and delete also writes an audit entry."""
+    """Django's user admin; each add, change and delete also writes an audit entry, and so
+    does setting a password on its own page (which saves outside ``save_model``)."""
+
+    def user_change_password(self, request, id, form_url=""):
+        with transaction.atomic():
+            response = super().user_change_password(request, id, form_url)
+            if request.method == "POST" and response.status_code == 302:
+                user = User._default_manager.get(pk=id)
+                audit.record(
+                    "user.update",
+                    actor=request.user,
+                    obj=user,
+                    summary=f"Password of {user.get_username()} set in the admin",
+                    data={"via": "admin", "changed": {"password": ["(set)", "(set)"]}},
+                )
+        return response

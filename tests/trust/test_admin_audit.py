@@ -173,3 +173,20 @@ def test_a_deployment_changed_in_the_admin_is_audited(admin_client_as_root, team
     (entry,) = _entries(action="deployment.update", data__via="admin")
     assert entry.team_id == team.pk
     assert entry.data["changed"]["name"] == ["atlas-prod", "atlas-renamed"]
+
+
+def test_a_password_set_on_the_admins_password_page_is_audited_without_the_hash(
+    admin_client_as_root, root, viewer
+):
+    url = reverse("admin:auth_user_password_change", args=[viewer.pk])
+    new = "a brand new long password 42"
+    response = admin_client_as_root.post(
+        url, {"password1": new, "password2": new, "usable_password": "true"}
+    )
+    assert response.status_code == 302, response.context and response.context["form"].errors
+    viewer.refresh_from_db()
+    assert viewer.check_password(new)
+    (entry,) = _entries(action="user.update")
+    assert (entry.actor, entry.object_id) == (root, str(viewer.pk))
+    assert "Password of vic-viewer" in entry.summary
+    assert viewer.password not in str(AuditEntry.objects.values_list("data", "summary"))
