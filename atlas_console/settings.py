@@ -348,6 +348,9 @@ LOGGING = {
         # httpx logs every request at INFO: a thousand lines per poll cycle.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # django-axes logs its version at every process start and each failed log-in at
+        # INFO; its lockouts (WARNING) and audit.lockouts' lines are the ones that matter.
+        "axes": {"level": "WARNING"},
         # torch (test-only, for memory-snapshot parity) logs cache stats at exit.
         "torch": {"level": "WARNING"},
     },
