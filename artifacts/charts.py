@@ -3,11 +3,17 @@
 Memory snapshots: reserved vs allocated over time (and graph pools), the step increases
 marked. Chrome traces: per-step duration coloured by new prefill tokens. gc logs: pauses
 by generation. Figures are plain dicts; ``static/js/charts.js`` draws them.
+
+Every string in a figure here is fixed text or came from the file (step, device, pool and
+generation names), so the whole figure goes through ``audit.text.plain_figure`` before it
+leaves: plotly.js would render markup in any of them (a step name as a link, issue 19.8).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from audit.text import plain_figure
 
 GIB = float(1 << 30)
 
@@ -20,7 +26,8 @@ def figure_json(analysis: dict[str, Any] | None) -> dict | None:
         "chrome-trace": _trace,
         "gc-log": _gc,
     }.get(analysis.get("kind", ""))
-    return builder(analysis) if builder else None
+    chart = builder(analysis) if builder else None
+    return plain_figure(chart) if chart else None
 
 
 def _memory(analysis: dict) -> dict | None:

@@ -8,6 +8,7 @@ for the embedded default. Unset variables give a working single-machine demo;
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -73,6 +74,7 @@ INSTALLED_APPS = [
     "drills",
     "comms",
     "audit",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -91,6 +93,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "atlas_console.urls"
@@ -123,6 +127,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+
+# Login throttling (issue 19.7: 40 wrong passwords then a success went through, on the
+# console's login and /admin/login/ alike, at ~1.5 s of hashing CPU each). django-axes
+# counts failures per username and client address together, in the database (so every
+# web process shares the count), and after AXES_FAILURE_LIMIT of them refuses that pair
+# for AXES_COOLOFF_TIME with 429, before any password is hashed (its backend comes first).
+# Per pair, not per username alone, so a stranger cannot lock a commander out from
+# elsewhere; a success resets the pair's count. Each lockout is an audit entry
+# ("login.lockout", audit.lockouts) and axes' own WARNING log line. The client address
+# is REMOTE_ADDR: behind a proxy, set AXES_IPWARE_PROXY_COUNT (with django-ipware) or every
+# client shares the proxy's address.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.env_int(ENVIRON, "ATLAS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(
+    minutes=env.env_int(ENVIRON, "ATLAS_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -360,6 +386,9 @@ LOGGING = {
         # httpx logs every request at INFO: a thousand lines per poll cycle.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # django-axes logs its version at every process start and each failed log-in at
+        # INFO; its lockouts (WARNING) and audit.lockouts' lines are the ones that matter.
+        "axes": {"level": "WARNING"},
         # torch (test-only, for memory-snapshot parity) logs cache stats at exit.
         "torch": {"level": "WARNING"},
     },

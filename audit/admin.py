@@ -10,9 +10,13 @@ import contextlib
 from collections.abc import Iterator
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 
+import audit
+from audit.admin_changes import Audited, AuditedAdmin, audited
 from audit.models import PURGING, AuditEntry
 
 
@@ -57,3 +61,35 @@ class AuditEntryAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         with purging(request.user):
             queryset.delete()
+
+
+# Making someone staff or superuser is the strongest role change there is (issue 19.11):
+# Django's own user admin, audited. This app loads after django.contrib.auth, whose admin
+# module has registered the user model by now.
+User = get_user_model()
+audited(
+    User,
+    Audited(add="user.create", change="user.update", delete="user.delete", team=lambda _obj: None),
+)
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(AuditedAdmin, UserAdmin):
+    """Django's user admin; each add, change and delete also writes an audit entry, and so
+    does setting a password on its own page (which saves outside ``save_model``)."""
+
+    def user_change_password(self, request, id, form_url=""):
+        with transaction.atomic():
+            response = super().user_change_password(request, id, form_url)
+            if request.method == "POST" and response.status_code == 302:
+                user = User._default_manager.get(pk=id)
+                audit.record(
+                    "user.update",
+                    actor=request.user,
+                    obj=user,
+                    summary=f"Password of {user.get_username()} set in the admin",
+                    data={"via": "admin", "changed": {"password": ["(set)", "(set)"]}},
+                )
+        return response

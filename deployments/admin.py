@@ -1,11 +1,19 @@
+"""Deployments in the admin, every change audited (audit.admin_changes)."""
+
 from django.contrib import admin
 from django.db import models
 
+from audit.admin_changes import Audited, AuditedAdmin, audited
 from deployments.models import Deployment, EngineController
+
+audited(
+    Deployment,
+    Audited(add="deployment.create", change="deployment.update", delete="deployment.delete"),
+)
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(admin.ModelAdmin):
+class DeploymentAdmin(AuditedAdmin):
     list_display = ["name", "team", "engine", "model_name", "poll_interval_s", "polling_active"]
     list_filter = ["engine", "polling_active", "team"]
     search_fields = ["name", "model_name"]

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from audit.text import plain
 from investigations.playbook import Measure
 from probes.series import downsample
 from probes.vocabulary import unit_of, with_unit
@@ -142,15 +143,9 @@ def derived(measure: Measure, series: Sequence[Series]) -> tuple[list[Series], s
             return [(n, list(p)) for n, p in series], f"samples ({measure.reduce} over {window} s)"
 
 
-def _plain(text: str) -> str:
-    """Label values come from scraped endpoints; plotly renders a subset of HTML (links
-    included) in names and annotations, so none of it reaches the chart as markup."""
-    return text.replace("<", "(").replace(">", ")")[:80]
-
-
 def _trace_name(labels: str, signal: str, many_targets: bool) -> str:
     parts = [p for p in labels.split(",") if p and (many_targets or not p.startswith("target="))]
-    return _plain(",".join(parts) or signal)
+    return ",".join(parts) or signal
 
 
 def figure(
@@ -190,7 +185,9 @@ def figure(
             {
                 "type": "scatter",
                 "mode": "lines+markers" if len(kept) <= 40 else "lines",
-                "name": _trace_name(name, measure.signal, len(targets) > 1),
+                # Label values come from scraped endpoints: plain, like every string
+                # from outside that reaches a chart (audit.text.plain, issue 19.8).
+                "name": plain(_trace_name(name, measure.signal, len(targets) > 1), 80),
                 "x": [round(t * 1000) for t, _ in kept],
                 "y": [v for _, v in kept],
                 "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5},
@@ -248,7 +245,7 @@ def figure(
                 {
                     "xref": "x", "x": x, "yref": "paper", "y": 1, "yanchor": "bottom",
                     "yshift": row * MARK_LABEL_ROW_PX,
-                    "showarrow": False, "text": _plain(mark.label)[:40],
+                    "showarrow": False, "text": plain(mark.label, 40),
                     "font": {"color": colour, "size": 10},
                 }
             )  # fmt: skip

@@ -158,3 +158,71 @@ def test_the_login_page_renders_and_logs_in(client, commander):
     home = client.get(reverse("home"))
     assert home.status_code == 200
     assert "Atlas serving" in home.content.decode()
+
+
+# --- Login throttling (issue 19.7) ------------------------------------------------------------
+# Real POSTs against the real login views, django-axes counting in the test database. Before,
+# 40 wrong passwords and then the right one logged in, on both doors.
+
+LOGIN_DOORS = ["login", "admin:login"]
+
+
+def _attempt(client, door: str, username: str, password: str, address: str = "127.0.0.1"):
+    return client.post(
+        reverse(door), {"username": username, "password": password}, REMOTE_ADDR=address
+    )
+
+
+def _logged_in(client) -> bool:
+    from django.conf import settings
+
+    return settings.SESSION_COOKIE_NAME in client.cookies and bool(
+        client.cookies[settings.SESSION_COOKIE_NAME].value
+    )
+
+
+@pytest.mark.parametrize("door", LOGIN_DOORS)
+def test_forty_wrong_passwords_lock_the_username_and_address_out(
+    client, django_user_model, settings, door
+):
+    from audit.models import AuditEntry
+    from tests.conftest import PASSWORD
+
+    # Staff, so the admin's own login would accept the right password too.
+    django_user_model.objects.create_user("stan-staff", password=PASSWORD, is_staff=True)
+    limit = settings.AXES_FAILURE_LIMIT
+    codes = [_attempt(client, door, "stan-staff", f"guess-{i}").status_code for i in range(40)]
+    # Refused as a wrong password until the limit, then refused outright (429), unhashed.
+    assert codes[: limit - 1] == [200] * (limit - 1)
+    assert set(codes[limit - 1 :]) == {429}
+    right = _attempt(client, door, "stan-staff", PASSWORD)
+    assert right.status_code == 429 and not _logged_in(client)
+    assert b"Too many failed log-ins" in right.content
+    # Audited: one entry per lockout (not one per refused attempt), naming what was guessed.
+    (entry,) = AuditEntry.objects.filter(action="login.lockout")
+    assert entry.data["username"] == "stan-staff" and entry.data["ip_address"] == "127.0.0.1"
+    assert entry.data["path"] == reverse(door)
+    # Per username *and* address: the same user from elsewhere still logs in, so a stranger
+    # cannot lock a commander out by guessing from their own machine.
+    elsewhere = _attempt(client, door, "stan-staff", PASSWORD, address="10.9.8.7")
+    assert elsewhere.status_code == 302 and _logged_in(client)
+
+
+def test_the_lockout_ends_after_the_cool_off(client, commander, settings, frozen_now, time_machine):
+    from tests.conftest import PASSWORD
+
+    for i in range(settings.AXES_FAILURE_LIMIT):
+        _attempt(client, "login", commander.username, f"guess-{i}")
+    assert _attempt(client, "login", commander.username, PASSWORD).status_code == 429
+    time_machine.shift(settings.AXES_COOLOFF_TIME.total_seconds() + 1)
+    assert _attempt(client, "login", commander.username, PASSWORD).status_code == 302
+
+
+def test_a_success_resets_the_count_so_typos_never_add_up(client, commander, settings):
+    from tests.conftest import PASSWORD
+
+    for _ in range(3):
+        for i in range(settings.AXES_FAILURE_LIMIT - 1):
+            assert _attempt(client, "login", commander.username, f"typo-{i}").status_code == 200
+        assert _attempt(client, "login", commander.username, PASSWORD).status_code == 302
+        client.logout()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.http import HttpRequest
 
 from teams.models import Membership, Role
 from tests.conftest import require_service
@@ -43,11 +44,14 @@ def test_bootstrap_demo_creates_a_commander_who_can_log_in(client):
     call_command("bootstrap_demo", stdout=out)
     text = out.getvalue()
     password = text.split("with password ")[1].split()[0].strip("'")
-    assert client.login(username="commander", password=password)
+    # django-axes' backend needs the request it throttles; the test client gives none.
+    assert client.login(request=HttpRequest(), username="commander", password=password)
     assert Membership.objects.get(user__username="commander").role == Role.COMMANDER
     # Running it again resets the password instead of failing.
     call_command("bootstrap_demo", "--password", "another-long-password", stdout=StringIO())
-    assert client.login(username="commander", password="another-long-password")
+    assert client.login(
+        request=HttpRequest(), username="commander", password="another-long-password"
+    )
 
 
 @pytest.mark.django_db
