@@ -744,9 +744,10 @@ def loads(
     structure check. Whatever the fast path cannot prove, or any failure on it, is decided
     by the reference passes (:func:`prescan`, :func:`check_structure`), so the reasons are
     the reference's and the fast path never accepts what the reference refuses, except that
-    it does not simulate the stack: a pickle that leaves extra items under its result, or
-    nests marks deeper than ``max_marks``, loads (neither costs the C unpickler more than
-    the file's size).
+    it does not simulate the stack: a pickle that leaves extra items under its result, nests
+    marks deeper than ``max_marks``, or BINPUTs to a 1-byte index past the memo's end, loads
+    (none costs the C unpickler more than the file's size; tests/artifacts/test_safepickle.py
+    checks on mutated pickles and opcode soup that nothing else differs).
     """
     deadline = deadline or Deadline(DEFAULT_LIMITS.deadline_s)
     fast = _fast_scan(data, limits, deadline)
