@@ -24,9 +24,13 @@ Every failure ends as :class:`artifacts.errors.ArtifactRejected` with a one-line
 
 from __future__ import annotations
 
+import functools
+import gc
 import io
+import itertools
 import pickle  # used only through _DataOnlyUnpickler, after the opcode pre-scan
 import pickletools
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +67,11 @@ _CODE2OP = {op.code: op for op in pickletools.opcodes}
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
+
+# A dict key may be a scalar or a tuple of scalars (depth <= 1): the C unpickler hashes each
+# key without caching, so a tuple of shared tuples costs 2**depth (136 bytes of depth 26 take
+# 0.8 CPU-s; depth 40, hours, with no deadline check inside the C call).
+_NESTED_KEY = "pickle dict key at byte {} nests containers (hashing it could take exponential time)"
 
 
 @dataclass(frozen=True)
@@ -207,14 +216,20 @@ def _step(
             raise _reject(f"pickle nests more than {limits.max_marks} MARKs at byte {pos}")
     elif name == "APPEND" or name == "SETITEM":
         items = _pop(stack, marks, 1 if name == "APPEND" else 2, name, pos)
+        if name == "SETITEM" and items[0] > 1:
+            raise _reject(_NESTED_KEY.format(pos))
         _fill(stack, marks, items, name, pos, max_depth)
     elif name == "APPENDS" or name == "SETITEMS":
         items = _pop_to_mark(stack, marks, name, pos)
         if name == "SETITEMS" and len(items) % 2:
             raise _reject(f"pickle SETITEMS at byte {pos} has an odd item count")
+        if name == "SETITEMS" and max(items[0::2], default=0) > 1:
+            raise _reject(_NESTED_KEY.format(pos))
         _fill(stack, marks, items, name, pos, max_depth)
     elif name in ("TUPLE", "LIST", "DICT"):
         items = _pop_to_mark(stack, marks, name, pos)
+        if name == "DICT" and max(items[0::2], default=0) > 1:
+            raise _reject(_NESTED_KEY.format(pos))
         stack.append(_depth_of(items, pos, max_depth))
     elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
         items = _pop(stack, marks, int(name[-1]), name, pos)
@@ -298,7 +313,7 @@ def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
                             start = marks[-1]
                             k = len(stack) - start
                             if (
-                                (op == 117 and k & 1)
+                                (op == 117 and (k & 1 or (k and max(stack[start::2]) > 1)))
                                 or not start
                                 or (len(marks) > 1 and marks[-2] == start)
                             ):
@@ -422,6 +437,8 @@ def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
                             k = 2 if op == 97 else 3
                             if len(stack) - (marks[-1] if marks else 0) < k:
                                 break
+                            if k == 3 and stack[-2] > 1:
+                                break
                             d = 1 + (stack[-1] if k == 2 else max(stack[-1], stack[-2]))
                             if d > max_depth:
                                 break
@@ -443,6 +460,8 @@ def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
                             p += 1
                         elif op == 116 or op == 108 or op == 100:  # TUPLE, LIST, DICT
                             start = marks[-1]
+                            if op == 100 and max(stack[start::2], default=0) > 1:
+                                break
                             d = 1 + max(stack[start:], default=0)
                             if d > max_depth:
                                 break
@@ -492,6 +511,132 @@ def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
     if pos + 1 != len(data):
         raise _reject(f"{len(data) - pos - 1:,} unexpected bytes after the pickle's STOP opcode")
     return count
+
+
+# --- the fast path: a token grammar matched by ``re`` ------------------------------------------
+#
+# ``prescan`` simulates the unpickler's stack opcode by opcode in Python: exact, but ~1 us an
+# opcode, 5-10x the C unpickler itself. What the C unpickler needs to be safe is less than the
+# whole simulation, and most of it is a property of the *token stream*, which a regex checks at
+# C speed (each opcode's first byte fixes how long it is, so the tokenisation is unique):
+#
+# - only data opcodes occur (the grammar has no other token); ``find_class`` refuses anyway;
+# - no memo index can jump: MEMOIZE appends one slot, BINPUT's index is < 256 (a memo of at
+#   most 512 slots); LONG_BINPUT, whose 4-byte index sizes the C memo, is not in the grammar;
+# - every integer is at most ``max_long_bytes`` (LONG1 lengths beyond it are not in the
+#   grammar, LONG4 is checked in Python); every string is bounded (short ones by their 1-byte
+#   length, long ones in Python);
+# - every tuple holds scalars only (a tuple opcode is accepted only right after the scalar
+#   pushes it pops), so hashing a tuple dict key costs its length: no deep key overflows the
+#   C stack and no DAG of shared tuples hashes in exponential time;
+# - containers: EMPTY_LIST/EMPTY_DICT bytes bound the lists/dicts built from above (a byte
+#   count, payload bytes included), and the opcode count is bounded by the file size.
+#
+# Anything outside the grammar, and any failure after it (the C unpickler refusing, the
+# structure walk refusing), goes to the reference ``prescan``, so every rejection keeps its
+# precise reason and nothing the reference refuses is ever accepted because of the fast path.
+# The nesting depth, cycles and container budget are checked after loading by
+# :func:`check_structure` (depth and cycles cannot hurt the C unpickler: it is iterative, and
+# CPython frees deep containers without recursion).
+
+_CHUNK = 1 << 20  # bytes the regex matches between deadline checks
+
+
+def _alternatives(prefix: bytes, max_len: int) -> bytes:
+    """``prefix`` + a 1-byte length k + exactly k bytes, for every k <= max_len."""
+    alts = [re.escape(bytes([k])) + (b".{%d}" % k if k else b"") for k in range(max_len + 1)]
+    return re.escape(prefix) + b"(?:" + b"|".join(alts) + b")"
+
+
+@functools.lru_cache(maxsize=8)
+def _run_pattern(max_long_bytes: int) -> re.Pattern[bytes]:
+    scalar = b"|".join(
+        [
+            b"K.",  # BININT1
+            b"M..",  # BININT2
+            b"J....",  # BININT
+            b"G.{8}",  # BINFLOAT
+            b"N|\\\x88|\\\x89|\\)",  # NONE, NEWTRUE, NEWFALSE, EMPTY_TUPLE
+            _alternatives(b"\x8a", min(max_long_bytes, 255)),  # LONG1
+            _alternatives(b"\x8c", 255),  # SHORT_BINUNICODE
+            _alternatives(b"C", 255),  # SHORT_BINBYTES
+        ]
+    )
+    item = b"(?:" + scalar + b")(?:\\\x94|q.)?"  # a scalar, maybe memoized
+    # A tuple opcode only as the suffix of the scalars it pops (backtracking: three items).
+    scalars = item + b"(?:\\\x85|" + item + b"(?:\\\x86|" + item + b"\\\x87))?"
+    token = b"|".join(
+        [
+            b"[hq].|j....",  # BINGET, BINPUT (index < 256), LONG_BINGET
+            b"\\((?:" + item + b")*t",  # MARK scalars... TUPLE
+            # Not a string first: an alternation of 256 lengths costs ~1 us; a string
+            # outside a tuple is skipped in Python instead.
+            b"(?=[KJMG\\\x8aN\\\x88\\\x89\\)])" + scalars,
+            # MEMOIZE, MARK, APPENDS, SETITEMS, APPEND, SETITEM, LIST, DICT, EMPTY_LIST,
+            # EMPTY_DICT (an unknown BINGET/LONG_BINGET index: the C unpickler refuses)
+            b"[\\\x94\\(eusald\\]\\}]",
+        ]
+    )
+    return re.compile(b"(?>" + token + b")*", re.DOTALL)
+
+
+def _fast_scan(data: bytes, limits: PickleLimits, deadline: Deadline) -> bool:
+    """True when the token grammar above proves ``data`` safe for the C unpickler.
+
+    False means "not proven": the caller runs the reference :func:`prescan`. Linear: the
+    regex never backtracks further than one tuple form.
+    """
+    n = len(data)
+    if n > limits.max_opcodes or n < 3 or data[0] != 0x80 or not 2 <= data[1] <= 5:
+        return False
+    if data.count(b"]") + data.count(b"}") > limits.max_containers:
+        return False
+    run = _run_pattern(limits.max_long_bytes).match
+    u32, u64, i32 = _U32, _U64, _I32
+    max_str, max_long = limits.max_string_bytes, limits.max_long_bytes
+    p = 2
+    while True:
+        end = min(n, p + _CHUNK)
+        p = run(data, p, end).end()  # type: ignore[union-attr]  # ``*`` always matches
+        if p == end and end < n:
+            deadline.check()
+            continue
+        if p >= n:
+            return False  # no STOP
+        op = data[p]
+        if op == 0x2E:  # STOP: must be the last byte
+            return p == n - 1
+        if op == 0x95:  # FRAME: a length-prefixed region; opcodes go on
+            if p + 9 > n or u64(data, p + 1)[0] > n - p:
+                return False
+            p += 9
+        elif op == 0x8C or op == 0x43:  # SHORT_BINUNICODE, SHORT_BINBYTES (<= 255 bytes)
+            if p + 2 > n:
+                return False
+            p += 2 + data[p + 1]
+        elif op in (0x58, 0x42):  # BINUNICODE, BINBYTES
+            if p + 5 > n:
+                return False
+            k = u32(data, p + 1)[0]
+            if k > max_str or p + 5 + k > n:
+                return False
+            p += 5 + k
+        elif op in (0x8D, 0x8E):  # BINUNICODE8, BINBYTES8
+            if p + 9 > n:
+                return False
+            k = u64(data, p + 1)[0]
+            if k > max_str or p + 9 + k > n:
+                return False
+            p += 9 + k
+        elif op == 0x8B:  # LONG4
+            if p + 5 > n:
+                return False
+            k = i32(data, p + 1)[0]
+            if not 0 <= k <= max_long or p + 5 + k > n:
+                return False
+            p += 5 + k
+        else:  # anything else is not proven: the reference decides
+            return False
 
 
 def _depth_of(items: list[int], pos: int, max_depth: int) -> int:
@@ -554,24 +699,86 @@ def check_structure(obj: Any, limits: PickleLimits, deadline: Deadline) -> int:
     return visited
 
 
+_CONTAINERS = frozenset({list, dict, tuple})
+_is_container = _CONTAINERS.__contains__
+
+
+def _fast_structure(obj: Any, limits: PickleLimits, deadline: Deadline) -> int | None:
+    """The container count within the budgets; -1: too deep; None: the reference decides.
+
+    Breadth first, one level at a time, with every per-item step in C (``map``/``compress``
+    over ``type``): level k holds the distinct containers at depth k. A cycle never runs out
+    of levels, so it ends at the depth limit like an over-deep nesting (-1); the caller runs
+    :func:`check_structure`, which names which of the two it was. Sharing is deduplicated
+    within a level, so a level never exceeds the distinct containers: at most ``max_depth``
+    times linear even for a hostile DAG.
+    """
+    if type(obj) not in _CONTAINERS:
+        return 0
+    compress, referents = itertools.compress, gc.get_referents
+    seen: dict[int, Any] = {id(obj): obj}
+    level: list[Any] = [obj]
+    depth = 1
+    while True:
+        # A dict's referents are its keys and values; a key container is a tuple of scalars
+        # or the C unpickler could not have hashed it, so it adds a level only where one is.
+        children = referents(*level)
+        # Deduplicate first (shared frame dicts: 690k references, 830 objects), then filter.
+        distinct = dict(zip(map(id, children), children, strict=True))
+        found = list(compress(distinct.values(), map(_is_container, map(type, distinct.values()))))
+        if not found:
+            return len(seen)
+        depth += 1
+        if depth > limits.max_depth:
+            return -1
+        distinct = dict(zip(map(id, found), found, strict=True))
+        seen.update(distinct)
+        if len(seen) > limits.max_containers:
+            return None  # dict keys count here and not in the reference: it decides
+        deadline.check()
+        level = found
+
+
 def loads(
     data: bytes,
     limits: PickleLimits = DEFAULT_PICKLE_LIMITS,
     deadline: Deadline | None = None,
 ) -> Any:
-    """Plain data (dict/list/tuple/str/bytes/int/float/bool/None) from untrusted bytes."""
+    """Plain data (dict/list/tuple/str/bytes/int/float/bool/None) from untrusted bytes.
+
+    Fast path: the token grammar (:func:`_fast_scan`), the C unpickler, the breadth-first
+    structure check. Whatever the fast path cannot prove, or any failure on it, is decided
+    by the reference passes (:func:`prescan`, :func:`check_structure`), so the reasons are
+    the reference's and the fast path never accepts what the reference refuses, except that
+    it does not simulate the stack: a pickle that leaves extra items under its result, nests
+    marks deeper than ``max_marks``, or BINPUTs to a 1-byte index past the memo's end, loads
+    (none costs the C unpickler more than the file's size; tests/artifacts/test_safepickle.py
+    checks on mutated pickles and opcode soup that nothing else differs).
+    """
     deadline = deadline or Deadline(DEFAULT_LIMITS.deadline_s)
-    prescan(data, limits, deadline)
+    fast = _fast_scan(data, limits, deadline)
+    if not fast:
+        prescan(data, limits, deadline)
     deadline.check()
     try:
         obj = _DataOnlyUnpickler(io.BytesIO(data)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
+        if fast:
+            prescan(data, limits, deadline)  # the reference names the fault, if it sees one
         # Unreachable for data that passed the pre-scan, except e.g. an unhashable dict key.
         raise _reject(f"pickle rejected while loading: {type(exc).__name__}: {exc}") from None
     except (MemoryError, RecursionError) as exc:
         raise _reject(f"pickle too large to load: {type(exc).__name__}") from None
     deadline.check()
-    check_structure(obj, limits, deadline)
+    walked = _fast_structure(obj, limits, deadline)
+    if walked is None or walked < 0:
+        if fast:
+            prescan(data, limits, deadline)
+        check_structure(obj, limits, deadline)
+        if walked is not None:
+            # The walk visits each container once, by its first path; the levels see every
+            # path, so a shared container reached by a longer one is still too deep.
+            raise _reject(f"pickle data nests deeper than {limits.max_depth} levels")
     return obj
 
 
