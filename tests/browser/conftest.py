@@ -84,6 +84,7 @@ def page(chromium, live_server, requests_seen):
     # Chromium reports every Content-Security-Policy refusal on the console; a page that
     # needs one (an inline style, a script) is broken for real users, so no test may see one.
     refused: list[str] = []
+    tab.csp_refused = refused  # a test that set_content()s its own HTML clears what it caused
     tab.on(
         "console",
         lambda message: (

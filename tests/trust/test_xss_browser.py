@@ -368,6 +368,11 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
     shown = {tag for tag in TAGS if tag in seen}
     assert shown == set(TAGS), f"never rendered, so not tested: {set(TAGS) - shown}"
 
+    # Every product page above rendered under its CSP without a refusal; what follows is
+    # the test's own set_content() of exported HTML (with its inline print stylesheet) under
+    # the last page's policy, whose refusals are the policy working, not a page's fault.
+    assert page.csp_refused == [], page.csp_refused
+    page.csp_refused.clear()
     # The Markdown export opened as HTML: the worst Markdown viewer passes HTML through.
     with export.file.open("rb") as fh:
         markdown = fh.read().decode()
@@ -386,3 +391,4 @@ def test_hostile_text_never_executes_in_any_page(page, live_server, chromium, se
     assert page.evaluate("() => window.__xss") is None
     assert page.evaluate(INJECTED) == []
     assert MARK in page.inner_text("body")
+    page.csp_refused.clear()  # the print HTML's own inline stylesheet, refused as it should be
