@@ -178,9 +178,14 @@ def test_a_drill_is_scored_then_reviewed_apart_from_real_incidents(
     check(branches.locator('tr[data-node="engine-queue"]')).to_have_attribute(
         "data-outcome", "undecided"
     )
-    check(branches.locator('[data-mark="right"]')).to_have_count(2)
+    # high-ttft v2's tp-straggler is eliminated by the evidence (full clocks on every rank)
+    # without the trainee: a third right branch.
+    check(branches.locator('tr[data-node="tp-straggler"]')).to_have_attribute(
+        "data-outcome", "eliminated-false"
+    )
+    check(branches.locator('[data-mark="right"]')).to_have_count(3)
     check(branches.locator('[data-mark="wrong"]')).to_have_count(1)
-    check(page.get_by_test_id("drill-summary")).to_contain_text("2 of")
+    check(page.get_by_test_id("drill-summary")).to_contain_text("3 of")
     check(page.get_by_test_id("drill-summary")).to_contain_text("First true cause confirmed")
     drill.refresh_from_db()
     assert drill.finished_by == commander
