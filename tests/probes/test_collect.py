@@ -26,12 +26,11 @@ def test_an_endless_chunk_drip_costs_one_deadline_and_spares_the_good_targets():
     policy = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=2, max_bytes=8 << 20)
     with hostile_server() as base:
         paths = ["/ok", "/drip-chunked", "/metrics", "/ok"]
-        started = time.monotonic()
         fetched = fetch_all([(str(i), base + p) for i, p in enumerate(paths)], policy)
-        elapsed = time.monotonic() - started
+    # The drip never ends and never idles, so only the total deadline can give "timeout":
+    # without it the read ran on until the 8 MiB cap ("too-large"), or for ever.
     kinds = [f.error.kind if f.error else "ok" for f in fetched]
     assert kinds == ["ok", "timeout", "ok", "ok"]
-    assert elapsed < 2 + 3, elapsed  # the deadline plus a busy machine's slack
 
 
 def test_an_empty_batch_is_empty():

@@ -96,20 +96,20 @@ def test_an_endless_drip_of_chunks_stops_at_the_deadline(server):
     async def run():
         loop = asyncio.get_running_loop()
         async with Pool(_loopback, max_connections=1, connect_timeout=5, read_timeout=5) as pool:
-            started = loop.time()
             with pytest.raises(HTTPError) as caught:
                 await pool.get(
                     ("http", "127.0.0.1", port),
                     "/drip-chunked",
                     max_bytes=64 << 20,
                     headers={},
-                    deadline=started + 1.0,
+                    deadline=loop.time() + 1.0,
                 )
-            return caught.value, loop.time() - started
+            return caught.value
 
-    error, elapsed = asyncio.run(run())
+    # Only the deadline can end an endless drip that is never idle with "timeout": the read
+    # timeout (5 s) never fires, and the 64 MiB cap would say "too-large".
+    error = asyncio.run(run())
     assert error.kind == "timeout", error
-    assert elapsed < 3.0, elapsed
 
 
 def test_chunk_framing_counts_against_a_wire_cap(server):

