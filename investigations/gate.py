@@ -18,7 +18,7 @@ import yaml
 from deployments import budget as b
 from investigations.evaluation import Observations, compare, reduce, threshold_of
 from investigations.playbook import Hypothesis, Playbook
-from probes.promapi import render_promql
+from probes.promql import render_promql
 
 DURATION = re.compile(r"^([0-9]+)([smh])$")
 

@@ -35,7 +35,8 @@ from probes.models import TargetKind
 from probes.net import FetchPolicy, ProbeError, afetch, guarded_async_client, validate_url
 from probes.parsing import dcgm
 from probes.parsing.engine import FLAVOURS
-from probes.promapi import ERROR_STATUSES, api_data, api_url, render_promql
+from probes.promapi import ERROR_STATUSES, api_data, api_url
+from probes.promql import render_promql
 
 MAX_TARGETS = 5_000
 MAX_SERIES = 10_000
