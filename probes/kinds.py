@@ -361,3 +361,12 @@ def observed_values() -> tuple[str, ...]:
 def options() -> tuple[str, ...]:
     """``diagnose``'s endpoint options, in table order."""
     return tuple(_BY_OPTION)
+
+
+def choices() -> list[tuple[str, str]]:
+    """``Target.kind``'s choices, read from the table each time they are needed.
+
+    A callable (Django 5) so that a migration records a reference to this function, not the
+    list: adding a kind is its registry entry and parser, with no migration for a choice
+    list that the database never sees."""
+    return [(k.value, k.label) for k in KINDS]

@@ -50,7 +50,7 @@ class Target(models.Model):
     deployment = models.ForeignKey(
         "deployments.Deployment", on_delete=models.CASCADE, related_name="targets"
     )
-    kind = models.CharField(max_length=16, choices=TargetKind.choices)
+    kind = models.CharField(max_length=16, choices=kinds.choices)
     url = models.URLField(max_length=500, blank=True)
     path = models.CharField(max_length=500, blank=True, help_text="Log file path (log_file).")
     host_queue = models.CharField(

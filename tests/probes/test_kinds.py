@@ -21,11 +21,28 @@ def test_every_target_kind_has_an_entry_and_every_entry_a_target_kind():
 
 
 @pytest.mark.django_db
-def test_the_migrations_know_every_kind():
-    """A new entry without its migration would store a kind the schema does not list."""
+def test_the_migrations_read_the_kinds_from_the_registry():
+    """The migrations hold a reference to ``kinds.choices``, not a copy of the list, so the
+    choices they give are always the registry's."""
     state = MigrationLoader(connection).project_state()
     field = state.models["probes", "target"].fields["kind"]
     assert [value for value, _ in field.choices] == [k.value for k in KINDS]
+
+
+@pytest.mark.django_db
+def test_a_new_kind_needs_no_migration(monkeypatch):
+    """Issue 13: adding a probe kind is its registry entry, parser and tests; a choice list
+    copied into a migration made every new kind a migration too."""
+    import dataclasses
+
+    from django.core.management import call_command
+
+    extra = dataclasses.replace(KINDS[0], value="exporter", label="An exporter", option="x")
+    monkeypatch.setattr(kinds, "KINDS", (*KINDS, extra))
+    from probes.models import Target
+
+    assert "exporter" in dict(Target._meta.get_field("kind").choices)
+    call_command("makemigrations", "probes", "--check", "--dry-run", verbosity=0)
 
 
 def test_the_model_tuples_are_the_registry_by_where_it_runs():
