@@ -1,6 +1,6 @@
 """The worked example in docs/extending.md stays true: the patch that adds a probe kind
-still applies to this tree and touches only the registry, its parser, its migration and
-its tests."""
+still applies to this tree and touches only the registry, its parser and its tests (no
+migration: ``Target.kind`` reads its choices from the registry)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,5 @@ def test_the_probe_kind_example_applies_and_touches_only_its_own_files() -> None
     assert touched == {
         "probes/kinds.py",
         "probes/parsing/exporter.py",
-        "probes/migrations/0006_exporter_kind.py",
         "tests/probes/test_exporter_kind.py",
     }
