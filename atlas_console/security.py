@@ -5,7 +5,9 @@ per process. Every response gets it unless a view set its own. Pages carry no in
 script and no ``on*=`` handler (static/js holds all script), so ``script-src 'self'``
 holds; htmx's injected indicator ``<style>`` is disabled through its meta config in
 ``templates/base.html``, and the only inline styles admitted are plotly.js's own two,
-by hash (``plotly_style_hashes``).
+by hash (``plotly_style_hashes``). plotly.js also sets an empty ``style=""`` attribute on
+the fill of every colour bar; with ``'unsafe-hashes'`` those same hashes also admit that
+empty attribute, and no other style attribute (``plotly_sets_empty_style_attributes``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from audit.text import safe_querydict
 
 HEADER = "Content-Security-Policy"
 _DIRECTIVE = re.compile(r"^[a-z][a-z-]*$")
-_FORBIDDEN_SCRIPT_SOURCES = {"'unsafe-inline'", "'unsafe-eval'", "*", "data:", "http:", "https:"}
+_FORBIDDEN_SCRIPT_SOURCES = {
+    "'unsafe-inline'",
+    "'unsafe-eval'",
+    "'unsafe-hashes'",
+    "*",
+    "data:",
+    "http:",
+    "https:",
+}
 
 
 def render_policy(policy: Mapping[str, Sequence[str]]) -> str:
@@ -71,10 +81,35 @@ def plotly_style_hashes() -> tuple[str, ...]:
     return (style_hash(""), *(style_hash(m.group(1)) for m in _PLOTLY_STYLE.finditer(source)))
 
 
+# plotly.js's colour bar: ``selectAll("rect.cbfill").attr("style","")`` and the same on
+# each fill it appends. Setting a style attribute is governed by style-src even when empty.
+_PLOTLY_EMPTY_STYLE_ATTRIBUTE = re.compile(r"""\.attr\("style",""\)""")
+
+
+@cache
+def plotly_sets_empty_style_attributes() -> bool:
+    """Whether the served plotly.js sets ``style=""`` (its colour bars do): then style-src
+    needs ``'unsafe-hashes'`` so that the empty string's hash, already admitted for
+    plotly's empty <style> element, also admits the empty attribute. Every other style
+    attribute stays refused: the only other admitted hash is plotly's map CSS, a style
+    sheet rather than a declaration list."""
+    from atlas_console.staticfinders import PLOTLY_DIR, PLOTLY_FILE
+
+    try:
+        source = (PLOTLY_DIR / PLOTLY_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return bool(_PLOTLY_EMPTY_STYLE_ATTRIBUTE.search(source))
+
+
 def with_plotly_styles(policy: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     merged = {directive: list(sources) for directive, sources in policy.items()}
     if "style-src" in merged:
-        merged["style-src"] += [h for h in plotly_style_hashes() if h not in merged["style-src"]]
+        hashes = plotly_style_hashes()
+        styles = merged["style-src"]
+        if style_hash("") in hashes and plotly_sets_empty_style_attributes():
+            styles += [s for s in ("'unsafe-hashes'",) if s not in styles]
+        styles += [h for h in hashes if h not in styles]
     return merged
 
 

@@ -199,6 +199,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # styles need no 'unsafe-inline' either. plotly.js appends two <style> elements of its
 # own (one empty, filled through the CSSOM; one fixed block of map CSS): the middleware
 # adds the hashes of exactly those two, read from the served plotly.min.js, to style-src.
+# Its colour bars also set an empty style="" attribute: 'unsafe-hashes' lets the empty
+# string's hash admit that attribute too (and no non-empty one).
 ATLAS_CSP = {
     "default-src": ["'self'"],
     "script-src": ["'self'"],

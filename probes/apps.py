@@ -6,7 +6,8 @@ class ProbesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from deployments import proposals
-        from probes import reported
+        from deployments import calibration, proposals
+        from probes import reported, series
 
         proposals.register_reader(reported.engine_report)
+        calibration.register_reader(series.engine_series)

@@ -63,3 +63,29 @@ def load_series(
     for target_id, labels, taken_at, value in rows:
         series.setdefault((str(target_id), labels), []).append((taken_at.timestamp(), value))
     return {key: downsample(points, max_points) for key, points in series.items()}
+
+
+def engine_series(
+    deployment_id, signals: Sequence[str], start: datetime, end: datetime
+) -> list[dict[str, list[Point]]]:
+    """Each engine target's stored aggregate (unlabelled) readings of ``signals`` between
+    ``start`` and ``end``, in time order, not downsampled: one dict per target, for
+    ``deployments.calibration`` (registered as its reader in ``probes.apps``)."""
+    rows = (
+        Observation.objects.filter(
+            target__deployment_id=deployment_id,
+            target__kind="engine",
+            signal__in=list(signals),
+            labels="",
+            taken_at__gte=start,
+            taken_at__lte=end,
+        )
+        .order_by("target_id", "signal", "taken_at")
+        .values_list("target_id", "signal", "taken_at", "value")
+    )
+    engines: dict[object, dict[str, list[Point]]] = {}
+    for target_id, signal, taken_at, value in rows:
+        engines.setdefault(target_id, {}).setdefault(signal, []).append(
+            (taken_at.timestamp(), value)
+        )
+    return list(engines.values())

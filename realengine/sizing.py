@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from deployments.calibration import itl_ceiling_over_tail
 from loadgen.plan import LengthMix, PlannedRequest, merge, poisson_plan
 
 
@@ -317,7 +318,7 @@ def prefill_load(
     with_prompt = step + prompt_ms
     ceiling = math.sqrt(with_chunk * with_prompt)
     if tail_floor_ms is not None:
-        ceiling = max(ceiling, 1.5 * tail_floor_ms)
+        ceiling = max(ceiling, itl_ceiling_over_tail(tail_floor_ms))
         if ceiling >= with_prompt:
             raise SizingError(f"the machine's ITL tail ({tail_floor_ms:.0f} ms) hides a "
                               f"{with_prompt:.0f} ms prefill step")  # fmt: skip

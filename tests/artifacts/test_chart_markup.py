@@ -100,9 +100,8 @@ def test_a_trace_step_name_is_no_link_on_the_artifact_page(
     assert row.status == "done", row.reason
     client = Client()
     client.force_login(commander)
-    # Its own context, not tests.browser's ``page``: that one also fails on any CSP
-    # refusal, and plotly's colour bar on this chart is refused one today whatever the
-    # names (reported separately; not what this test is about).
+    # Its own context, not tests.browser's ``page``: the page's CSP (plotly's colour bar
+    # included) is tests/browser/test_artifact_page.py's subject, not this test's.
     context = chromium.new_context(base_url=live_server.url)
     page = context.new_page()
     context.add_cookies(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from deployments.calibration import ttft_target_from_idle
 from realengine import (
     EngineFlags,
     EngineServer,
@@ -200,4 +201,4 @@ def costs(calibrated):
 def ttft_target_ms(measured) -> float:
     """The SLO this CPU deployment is held to: ten idle long-prompt TTFTs, at least 0.5 s.
     Derived from the calibration so a slower machine gets a proportionally looser target."""
-    return round(max(500.0, 10 * max(measured.idle_ttft_ms.values())), 1)
+    return ttft_target_from_idle(max(measured.idle_ttft_ms.values()), floor_ms=500.0)

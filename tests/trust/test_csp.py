@@ -30,7 +30,14 @@ def test_every_response_carries_the_policy(client, name):
     assert policy["frame-ancestors"] == ["'none'"]
     assert policy["connect-src"] == ["'self'"]
     assert policy["img-src"] == ["'self'", "data:"]
-    assert all("unsafe" not in source for sources in policy.values() for source in sources)
+    # The one 'unsafe-' source: 'unsafe-hashes' in style-src, for plotly's empty style
+    # attribute (test_style_attributes_are_admitted_only_when_empty_for_plotlys_colour_bars).
+    assert all(
+        "unsafe" not in source
+        for directive, sources in policy.items()
+        for source in sources
+        if (directive, source) != ("style-src", "'unsafe-hashes'")
+    )
 
 
 def test_signed_in_pages_and_errors_carry_it_too(client_for, viewer, other_team):
@@ -45,6 +52,7 @@ def test_signed_in_pages_and_errors_carry_it_too(client_for, viewer, other_team)
     [
         {"script-src": ["'self'", "'unsafe-inline'"]},
         {"script-src": ["'self'", "'unsafe-eval'"]},
+        {"script-src": ["'self'", "'unsafe-hashes'"]},  # would run inline on* handlers by hash
         {"script-src": ["*"]},
         {"default-src": ["'self'", "https:"]},
         {"style-src": ["'self'"]},  # no script-src nor default-src: anything goes
@@ -104,3 +112,21 @@ def test_only_plotlys_own_two_inline_styles_are_admitted():
     hashes = plotly_style_hashes()
     assert len(hashes) == 2
     assert hashes[0] == style_hash("") == "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+
+
+def test_style_attributes_are_admitted_only_when_empty_for_plotlys_colour_bars():
+    """plotly.js's colour bar sets ``style=""`` on its fills (a refusal on the artifact
+    page's trace chart, tests/browser/test_artifact_page.py). 'unsafe-hashes' lets the
+    admitted hashes cover attributes too, and the only admitted hashes are the empty
+    string's and plotly's map CSS: no declaration an attacker could use."""
+    from atlas_console.security import (
+        plotly_sets_empty_style_attributes,
+        plotly_style_hashes,
+        with_plotly_styles,
+    )
+
+    assert plotly_sets_empty_style_attributes()
+    styles = with_plotly_styles({"style-src": ["'self'"]})["style-src"]
+    assert styles == ["'self'", "'unsafe-hashes'", *plotly_style_hashes()]
+    assert not any("unsafe-inline" in s for s in styles)
+    assert with_plotly_styles({"script-src": ["'self'"]}) == {"script-src": ["'self'"]}
