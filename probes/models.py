@@ -41,6 +41,16 @@ HTTP_KINDS = kinds.values(runs=kinds.Runs.POLLER)
 HOST_KINDS = kinds.values(runs=kinds.Runs.HOST)
 # Fetched only when someone asks (a trace or a snapshot is big and perturbs the engine).
 ON_DEMAND_KINDS = kinds.values(runs=kinds.Runs.ON_DEMAND)
+# Written by the console itself (one target per deployment), never polled or shown.
+STORED_KINDS = kinds.stored_values()
+PROBED_KINDS = kinds.probed_values()
+
+
+class TargetQuerySet(models.QuerySet):
+    def probed(self) -> TargetQuerySet:
+        """The probe targets people registered: what the health strip, the deployment's
+        target table and its count show (not the console's store of artifact signals)."""
+        return self.filter(kind__in=PROBED_KINDS)
 
 
 class Target(models.Model):
@@ -80,9 +90,18 @@ class Target(models.Model):
     last_size_bytes = models.PositiveIntegerField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
 
+    objects = TargetQuerySet.as_manager()
+
     class Meta:
         ordering = ["deployment", "kind", "replica"]
         constraints = [
+            # A stored kind's target is found by (deployment, kind): one, however many
+            # analyses finish at once.
+            models.UniqueConstraint(
+                fields=["deployment", "kind"],
+                condition=models.Q(kind__in=STORED_KINDS),
+                name="one_stored_target_per_deployment",
+            ),
             models.CheckConstraint(
                 condition=~models.Q(kind__in=HTTP_KINDS) | ~models.Q(url=""),
                 name="http_target_has_url",
