@@ -33,6 +33,6 @@ def test_the_probe_kind_example_applies_and_touches_only_its_own_files() -> None
     assert touched == {
         "probes/kinds.py",
         "probes/parsing/exporter.py",
-        "probes/migrations/0006_exporter_kind.py",
+        "probes/migrations/0007_exporter_kind.py",
         "tests/probes/test_exporter_kind.py",
     }
