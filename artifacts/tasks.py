@@ -17,7 +17,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from artifacts import actions, collect, evidence
+from artifacts import actions, collect, evidence, timeline
 from artifacts.analysis import analyse_file
 from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
@@ -104,16 +104,7 @@ def _summary(analysis: dict) -> str:
 def _note(artifact: Artifact, summary: str) -> None:
     if artifact.investigation_id is None:
         return
-    from investigations.choices import EventKind
-    from investigations.timeline import record_event
-
-    record_event(
-        artifact.investigation_id,
-        EventKind.ARTIFACT,
-        actor=None,
-        summary=f"{artifact.name}: {summary}",
-        data={"artifact": str(artifact.pk)},
-    )
+    timeline.note(artifact.investigation_id, f"{artifact.name}: {summary}", artifact=artifact)
 
 
 @shared_task(
