@@ -5,3 +5,16 @@ class ArtifactsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "artifacts"
     verbose_name = "Profiler artifacts"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_delete
+
+        from artifacts import evidence
+        from artifacts.models import Artifact
+
+        post_delete.connect(
+            lambda sender, instance, **kwargs: evidence.forget(instance),
+            sender=Artifact,
+            weak=False,
+            dispatch_uid="artifacts.evidence.forget",
+        )

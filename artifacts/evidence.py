@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from probes.kinds import ARTIFACT, kind_of, stored_values
+from probes.models import Observation
 from probes.store import SIGNAL_MAX, record_observations, stored_target
 
 # The stored kind that holds artifact signals (the registry's one entry of source artifact).
@@ -49,3 +50,16 @@ def record_signals(
     if found:
         record_observations(stored_target(deployment_id, KIND), captured_at, found)
     return len(found)
+
+
+def forget(artifact) -> int:
+    """Delete a deleted artifact's observations, so nothing counts evidence whose file is
+    gone (``post_delete``, connected in the app config). Artifacts are only deleted with
+    their deployment today, whose targets take the rows with them; this keeps any other
+    delete path honest. Returns the rows deleted."""
+    return Observation.objects.filter(
+        target__deployment_id=artifact.deployment_id,
+        target__kind=KIND,
+        labels=series_label(artifact.pk),
+        taken_at=artifact.captured_at,
+    ).delete()[0]

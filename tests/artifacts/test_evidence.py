@@ -161,3 +161,18 @@ def test_the_migration_writes_evidence_for_artifacts_analysed_before(team):
         ("artifact_gc_collections", label, 5.0),
     ]
     assert Target.objects.get().kind == TargetKind.ARTIFACTS
+
+
+@pytest.mark.django_db
+def test_a_deleted_artifact_leaves_no_evidence(team):
+    deployment = builders.deployment(team)
+    kept = _analysed(deployment)
+    gone = _analysed(deployment, captured_at=T0 + timedelta(minutes=1))
+    gone.delete()
+    view = load_observations(deployment.id, {GC_PAUSE: 3600}, T0 + timedelta(minutes=5))
+    assert [labels for labels, _ in view[("artifact", GC_PAUSE)]] == [
+        f"artifact={str(kept.pk)[:8]}"
+    ]
+    # With its deployment, everything goes (the targets take their observations along).
+    deployment.delete()
+    assert not Observation.objects.exists()
