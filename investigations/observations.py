@@ -111,8 +111,11 @@ def load_observations(
     ``REUSE_S`` wider on both sides, observations are only ever inserted, and the cache
     key holds the newest observation id and the targets' last poll times (an insert and
     its target's ``last_polled_at`` commit together in ``probes.store.record_cycle``),
-    so any row stored since is a different key. Decisions, fixes and evaluation are not
-    part of it: they are read and computed at ``now`` on every request.
+    so any row stored since is a different key (an analysed artifact's rows, written at
+    its past ``captured_at``, too: they take new ids). The one delete outside retention, a
+    deleted artifact's rows (``artifacts.evidence.forget``), may still be read for up to
+    ``REUSE_S``. Decisions, fixes and evaluation are not part of it: they are read and
+    computed at ``now`` on every request.
     """
     wanted = {**EXPECTED_INPUTS}
     for signal, window in signals.items():
