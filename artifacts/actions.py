@@ -19,12 +19,10 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
-from artifacts import kinds
+from artifacts import kinds, timeline
 from artifacts.models import Artifact, Source
 from deployments.models import Deployment
-from investigations.choices import EventKind
 from investigations.models import Investigation
-from investigations.timeline import record_event
 
 MAX_NAME = 200
 
@@ -103,11 +101,10 @@ def store(
             artifact.save()
             if investigation is not None:
                 verb = "collected" if source == Source.PROBE else "uploaded"
-                record_event(
+                timeline.note(
                     investigation,
-                    EventKind.ARTIFACT,
+                    f"{artifact.name} {verb} ({size:,} bytes); analysis queued",
                     actor=user,
-                    summary=f"{artifact.name} {verb} ({size:,} bytes); analysis queued",
-                    data={"artifact": str(artifact.pk)},
+                    artifact=artifact,
                 )
     return artifact

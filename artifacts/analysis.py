@@ -27,7 +27,8 @@ Latencies = Callable[[float, float], list[tuple[float, float]]]
 def _memory_snapshot(
     path: Path, limits: Limits, deadline: Deadline, latencies: Latencies | None
 ) -> dict:
-    from artifacts.memory_snapshot import analyse_snapshot, load_snapshot
+    from artifacts.memory_analysis import analyse_snapshot
+    from artifacts.memory_snapshot import load_snapshot
 
     return analyse_snapshot(load_snapshot(path, limits)).as_dict()
 

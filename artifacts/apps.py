@@ -7,7 +7,14 @@ class ArtifactsConfig(AppConfig):
     verbose_name = "Profiler artifacts"
 
     def ready(self) -> None:
-        from artifacts import evidence
-        from investigations import observations
+        from django.db.models.signals import post_delete
 
-        observations.register_reader(evidence.PREFIX, evidence.add_artifact_signals)
+        from artifacts import evidence
+        from artifacts.models import Artifact
+
+        post_delete.connect(
+            lambda sender, instance, **kwargs: evidence.forget(instance),
+            sender=Artifact,
+            weak=False,
+            dispatch_uid="artifacts.evidence.forget",
+        )

@@ -63,9 +63,11 @@ _MEM_RE = re.compile(r"^(?:hip)?Memcpy|^(?:hip)?Memset|^dma")
 _NON_COMPUTE_RE = re.compile(r"Sync$|^Stream Wait Event|LaunchKernel")
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-_VLLM_EXEC_RE = re.compile(r"^execute_new_(\d+)_cached_(\d+)$")
-_TRACELENS_EXEC_RE = re.compile(r"^execute_(\d+)_context_(\d+)(?:\(sq(\d+))?.*?_generation_(\d+)")
-_SGLANG_STEP_RE = re.compile(r"^step\[(EXTEND|DECODE)\b([^\]]*)\]")
+# The engines' step annotations: owned here, where the loader keeps the spans they name;
+# ``trace_analysis.parse_step_annotation`` reads their groups with the same patterns.
+VLLM_STEP_RE = re.compile(r"^execute_new_(\d+)_cached_(\d+)$")
+TRACELENS_STEP_RE = re.compile(r"^execute_(\d+)_context_(\d+)(?:\(sq(\d+))?.*?_generation_(\d+)")
+SGLANG_STEP_RE = re.compile(r"^step\[(EXTEND|DECODE)\b([^\]]*)\]")
 _GPU_CATS = {"kernel": COMPUTE, "gpu_memcpy": MEMORY, "gpu_memset": MEMORY}
 _CAT_ALIASES = {
     "Operator": "cpu_op",
@@ -726,10 +728,10 @@ class _Sink:
             self._span(self.steps, e, ts, dur, name, cat)
             return
         if (c0 == "e" and name.startswith("execute_")) or (c0 == "s" and name.startswith("step[")):
-            if _VLLM_EXEC_RE.match(name) or _TRACELENS_EXEC_RE.match(name):
+            if VLLM_STEP_RE.match(name) or TRACELENS_STEP_RE.match(name):
                 self._span(self.annotations, e, ts, dur, name[:512], cat)
                 return
-            if _SGLANG_STEP_RE.match(name):
+            if SGLANG_STEP_RE.match(name):
                 self._span(self.annotations, e, ts, dur, name[:512], cat)
                 return
         heap = self._cpu_heap

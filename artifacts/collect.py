@@ -12,12 +12,10 @@ from collections.abc import Callable
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from artifacts import actions
+from artifacts import actions, timeline
 from artifacts.models import Artifact, Source
 from artifacts.policy import artifact_fetch_policy
-from investigations.choices import EventKind
 from investigations.models import Investigation
-from investigations.timeline import record_event
 from probes.collect import fetch_all
 from probes.models import Target, TargetKind
 
@@ -65,13 +63,7 @@ def collect_for(
 
 
 def _note(investigation: Investigation, user, target: Target, summary: str) -> None:
-    record_event(
-        investigation,
-        EventKind.ARTIFACT,
-        actor=user,
-        summary=summary,
-        data={"target": str(target.pk)},
-    )
+    timeline.note(investigation, summary, actor=user, target=target)
 
 
 def _name_for(target: Target) -> str:

@@ -17,7 +17,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from artifacts import actions, collect
+from artifacts import actions, collect, evidence, timeline
 from artifacts.analysis import analyse_file
 from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
@@ -63,15 +63,20 @@ def analyse_artifact(self, artifact_id: str) -> str:
         return _reject(
             artifact, f"the analyser failed on this file ({type(exc).__name__})", started
         )
-    Artifact.objects.filter(pk=artifact.pk).update(
-        status=Status.DONE,
-        kind=analysis["kind"],
-        analysis=analysis,
-        signals=analysis["signals"],
-        reason="",
-        analysed_at=timezone.now(),
-        analysis_seconds=time.monotonic() - started,
-    )
+    # The row and its signals' observations commit together: a done artifact is evidence.
+    with transaction.atomic():
+        Artifact.objects.filter(pk=artifact.pk).update(
+            status=Status.DONE,
+            kind=analysis["kind"],
+            analysis=analysis,
+            signals=analysis["signals"],
+            reason="",
+            analysed_at=timezone.now(),
+            analysis_seconds=time.monotonic() - started,
+        )
+        evidence.record_signals(
+            artifact.pk, artifact.deployment_id, artifact.captured_at, analysis["signals"]
+        )
     _note(artifact, _summary(analysis))
     return Status.DONE
 
@@ -99,16 +104,7 @@ def _summary(analysis: dict) -> str:
 def _note(artifact: Artifact, summary: str) -> None:
     if artifact.investigation_id is None:
         return
-    from investigations.choices import EventKind
-    from investigations.timeline import record_event
-
-    record_event(
-        artifact.investigation_id,
-        EventKind.ARTIFACT,
-        actor=None,
-        summary=f"{artifact.name}: {summary}",
-        data={"artifact": str(artifact.pk)},
-    )
+    timeline.note(artifact.investigation_id, f"{artifact.name}: {summary}", artifact=artifact)
 
 
 @shared_task(

@@ -62,6 +62,9 @@ from artifacts.chrome_trace import (
     LAUNCH_KERNEL,
     LAUNCH_MEMORY,
     MEMORY,
+    SGLANG_STEP_RE,
+    TRACELENS_STEP_RE,
+    VLLM_STEP_RE,
     ChromeTrace,
     Span,
 )
@@ -76,9 +79,6 @@ TOP_CPU_OPS = 10
 SLOWEST_STEPS = 5
 
 _STEP_NUM_RE = re.compile(r"#(\d+)$")
-_VLLM_RE = re.compile(r"^execute_new_(\d+)_cached_(\d+)$")
-_TRACELENS_RE = re.compile(r"^execute_(\d+)_context_(\d+)(?:\(sq(\d+))?.*?_generation_(\d+)")
-_SGLANG_RE = re.compile(r"^step\[(EXTEND|DECODE)\b([^\]]*)\]")
 _KV_RE = re.compile(r"(\w+)=(\d+)")
 
 
@@ -184,7 +184,7 @@ class _LaunchIndex:
 
 def parse_step_annotation(name: str) -> dict[str, Any] | None:
     """Composition an engine's step annotation states (None: not a step annotation)."""
-    m = _VLLM_RE.match(name)
+    m = VLLM_STEP_RE.match(name)
     if m:
         new, cached = int(m.group(1)), int(m.group(2))
         return {
@@ -196,7 +196,7 @@ def parse_step_annotation(name: str) -> dict[str, Any] | None:
             "decode_requests": None,
             "tokens_source": None,
         }
-    m = _TRACELENS_RE.match(name)
+    m = TRACELENS_STEP_RE.match(name)
     if m:
         tokens, ctx, sq, gen = int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
         prefill = int(sq) if sq is not None and ctx > 0 else (tokens - gen if ctx else 0)
@@ -208,7 +208,7 @@ def parse_step_annotation(name: str) -> dict[str, Any] | None:
             "prefill_tokens": max(0, prefill),
             "tokens_source": "annotation",
         }
-    m = _SGLANG_RE.match(name)
+    m = SGLANG_STEP_RE.match(name)
     if m:
         kv = {k: int(v) for k, v in _KV_RE.findall(m.group(2))}
         bs = kv.get("bs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError, connection
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
@@ -15,6 +16,7 @@ from investigations import overview
 from investigations.forms import OpenInvestigationForm
 from investigations.models import Investigation
 from probes.health import worker_status
+from probes.models import Target
 from teams.access import memberships_of
 from teams.models import Role
 
@@ -23,7 +25,9 @@ from teams.models import Role
 def home(request: HttpRequest) -> HttpResponse:
     mine = investigation_access.visible_to(request.user).select_related("deployment")
     memberships = list(memberships_of(request.user))
-    deployments = list(deployment_access.visible_to(request.user).prefetch_related("targets"))
+    # The probe targets people registered (not the console's store of artifact signals).
+    probed = Prefetch("targets", queryset=Target.objects.probed())
+    deployments = list(deployment_access.visible_to(request.user).prefetch_related(probed))
     # The one-step open form offers only deployments where the user may open (responder+).
     responds = {m.team_id for m in memberships if m.allows(Role.RESPONDER)}
     return render(

@@ -65,7 +65,8 @@ def main() -> None:
     sys.path.insert(0, str(args.root.resolve()))
     from artifacts import safepickle
     from artifacts.bounded import Deadline
-    from artifacts.memory_snapshot import analyse_snapshot, load_snapshot, validate
+    from artifacts.memory_analysis import analyse_snapshot
+    from artifacts.memory_snapshot import load_snapshot, validate
 
     try:
         from torch.cuda import _memory_viz

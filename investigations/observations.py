@@ -1,15 +1,18 @@
 """Stored observations as the view evaluation reads: (source, signal) -> labelled series.
 
 One rule for the Celery path and for ``diagnose``: every series is tagged with the
-target it came from, and an engine's per-rank series are left out (the aggregate is
-what playbooks read; ranks are compared through GPU signals).
+target it came from (an analysed artifact's with the artifact it came from), and an
+engine's per-rank series are left out (the aggregate is what playbooks read; ranks are
+compared through GPU signals). Every series is an ``Observation`` row: an artifact's
+signals are written as observations when its analysis is stored (``artifacts.evidence``),
+so there is one read path.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from operator import itemgetter
 
@@ -20,13 +23,15 @@ from django.db.models.functions import Cast
 
 from probes.kinds import kind_of, observed_values
 from probes.models import Observation, Target
-from probes.vocabulary import aggregate_only
+from probes.vocabulary import aggregate_only, by_target
 
 
 def series_labels(source: str, target_key: str, labels: str) -> str | None:
     """The labels a series is known by in the view, or None to leave it out."""
     if labels and aggregate_only(source):
         return None
+    if not by_target(source):
+        return labels
     return f"target={target_key}" + (f",{labels}" if labels else "")
 
 
@@ -83,18 +88,6 @@ class EpochSeconds(Func):
         raise NotSupportedError("EpochSeconds is written for PostgreSQL and SQLite")
 
 
-# Signal prefix -> a reader that adds series kept outside Observation rows to the view
-# (``view[(source, signal)][labels]`` gets ``(epoch seconds, value)`` points). Registered
-# by the app that keeps them (artifacts, in its app config), which sits above this one.
-Reader = Callable[[dict, object, Mapping[str, int], datetime], None]
-_READERS: dict[str, Reader] = {}
-
-
-def register_reader(prefix: str, reader: Reader) -> None:
-    """Let signals named ``prefix...`` be read by ``reader`` (replacing any before it)."""
-    _READERS[prefix] = reader
-
-
 # A page read may be reused for this many seconds (see ``load_observations``).
 REUSE_S = 10
 
@@ -118,8 +111,11 @@ def load_observations(
     ``REUSE_S`` wider on both sides, observations are only ever inserted, and the cache
     key holds the newest observation id and the targets' last poll times (an insert and
     its target's ``last_polled_at`` commit together in ``probes.store.record_cycle``),
-    so any row stored since is a different key. Decisions, fixes and evaluation are not
-    part of it: they are read and computed at ``now`` on every request.
+    so any row stored since is a different key (an analysed artifact's rows, written at
+    its past ``captured_at``, too: they take new ids). The one delete outside retention, a
+    deleted artifact's rows (``artifacts.evidence.forget``), may still be read for up to
+    ``REUSE_S``. Decisions, fixes and evaluation are not part of it: they are read and
+    computed at ``now`` on every request.
     """
     wanted = {**EXPECTED_INPUTS}
     for signal, window in signals.items():
@@ -131,10 +127,6 @@ def load_observations(
         kinds = {text: kind for _, text, kind, *_ in targets}
         stored = _read(targets, wanted, now)
     view: dict = defaultdict(lambda: defaultdict(list))
-    for prefix, reader in _READERS.items():
-        windows = {s: w for s, w in wanted.items() if s.startswith(prefix)}
-        if windows:
-            reader(view, deployment_id, windows, now)
     found = []
     for target_id, signal, labels, points in stored:
         source = kind_of(kinds[target_id]).source.name

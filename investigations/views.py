@@ -88,7 +88,7 @@ def add_target(request: HttpRequest, deployment_id) -> HttpResponse:
 def toggle_target(request: HttpRequest, deployment_id, target_id) -> HttpResponse:
     deployment = deployment_access(request.user, deployment_id, Role.COMMANDER).obj
     try:
-        target = deployment.targets.get(pk=target_id)
+        target = deployment.targets.probed().get(pk=target_id)
     except (Target.DoesNotExist, ValueError):
         raise Http404 from None
     probe_actions.set_enabled(target=target, enabled=not target.enabled, user=request.user)
@@ -111,7 +111,7 @@ def deployment_context(granted, *, target_form: TargetForm | None = None) -> dic
             "step_ceiling_ms": mixed_step_ceiling_ms(budget),
             "max_chunk_for_itl": max_chunk_for_itl(budget),
         },
-        "targets": deployment.targets.order_by("kind", "replica"),
+        "targets": deployment.targets.probed().order_by("kind", "replica"),
         "can_manage": can_manage,
         "can_open": granted.allows(Role.RESPONDER),
         "target_form": (target_form or TargetForm()) if can_manage else None,
@@ -390,6 +390,6 @@ def _page_context(granted) -> dict:
         "budget_rows": panels.budget_rows(
             budget, state.observations, now.timestamp(), result.expected
         ),
-        "targets": list(investigation.deployment.targets.order_by("kind", "replica")),
+        "targets": list(investigation.deployment.targets.probed().order_by("kind", "replica")),
         "timeline": investigation.timeline.select_related("actor").order_by("-at", "-pk")[:50],
     }

@@ -57,6 +57,13 @@ class TargetForm(forms.ModelForm):
         widget=forms.URLInput(attrs={"placeholder": "http://10.0.0.5:8000/metrics"}),
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Only kinds people add: a stored kind's target is the console's own (one per
+        # deployment, written by the artifacts app), and a posted one is refused.
+        kind = self.fields["kind"]
+        kind.choices = [(v, label) for v, label in kind.choices if not v or kind_of(v).probed]
+
     def clean(self) -> dict:
         """Each field the kind's registry entry ``needs`` must be given; queries are kept
         only for a kind that evaluates them."""

@@ -43,6 +43,9 @@ class Fetch(StrEnum):
     PROMQL = "promql"  # the target's PromQL queries, evaluated per cycle by the pollers
     HOST = "host"  # read on the GPU host's own worker (its Celery queue), per cycle
     ON_DEMAND = "on-demand"  # only when someone asks: a trace perturbs the engine
+    # Never read: the console writes the target's observations itself (an analysed
+    # profiler artifact's signals), so evaluation reads them like any other.
+    STORED = "stored"
 
 
 class Runs(StrEnum):
@@ -51,6 +54,7 @@ class Runs(StrEnum):
     POLLER = "poller"  # the shared pollers, every cycle (one task per deployment)
     HOST = "host"  # the GPU host's worker, every cycle (one task per target)
     ON_DEMAND = "on-demand"  # on request (artifact collection)
+    NOWHERE = "nowhere"  # never polled, never shown as a probe (Fetch.STORED)
 
 
 class Needs(StrEnum):
@@ -86,6 +90,10 @@ class Source:
     # Labelled series are per-rank detail: the view reads the unlabelled aggregate only
     # (ranks are compared through GPU signals).
     aggregate_only: bool = False
+    # Whether the view tags each series with the target it came from. An artifact's
+    # series are already one per artifact (``artifact=<id>``); which store holds them
+    # says nothing.
+    by_target: bool = True
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,15 @@ class ProbeKind:
     def runs(self) -> Runs:
         if self.fetch in (Fetch.GET, Fetch.PROMQL):
             return Runs.POLLER
+        if self.fetch is Fetch.STORED:
+            return Runs.NOWHERE
         return Runs.HOST if self.fetch is Fetch.HOST else Runs.ON_DEMAND
+
+    @property
+    def probed(self) -> bool:
+        """Whether a target of this kind is a probe: something people add, and the
+        health strip shows (a stored kind's one target per deployment is neither)."""
+        return self.runs is not Runs.NOWHERE
 
     def url(self, base: str, offset: int = 0) -> str:
         """The URL one read fetches: a followed stream asks for its next piece."""
@@ -207,7 +223,9 @@ LOG = Source(
     values=Values.DERIVED,
 )
 NVML = Source("nvml", re.compile(r"^nvml_[a-z0-9_]+$"))
-ARTIFACT = Source("artifact", re.compile(r"^artifact_[a-z0-9_]+$"), values=Values.SUMMARY)
+ARTIFACT = Source(
+    "artifact", re.compile(r"^artifact_[a-z0-9_]+$"), values=Values.SUMMARY, by_target=False
+)
 
 
 # --- The observers: a Read to observations, each a thin call into probes.observe -----
@@ -328,6 +346,16 @@ KINDS: tuple[ProbeKind, ...] = (
         Fetch.ON_DEMAND,
         _HTTP,
     ),
+    # Where analysed artifacts' signals are kept, whether uploaded or collected: one
+    # target per deployment, written by the artifacts app (``artifacts.evidence``), so
+    # evaluation has one read path. Never polled, never offered in the target form.
+    ProbeKind(
+        "artifacts",
+        "Analysed profiler artifacts (kept by the console)",
+        ARTIFACT,
+        Fetch.STORED,
+        frozenset(),
+    ),
 )
 
 _BY_VALUE = {k.value: k for k in KINDS}
@@ -354,8 +382,20 @@ def values(*, runs: Runs | None = None, source: str | None = None) -> tuple[str,
 
 
 def observed_values() -> tuple[str, ...]:
-    """Kinds whose polls store observations (what the evaluation view reads)."""
-    return tuple(k.value for k in KINDS if k.observe is not None)
+    """Kinds whose targets hold observations (what the evaluation view reads): those
+    whose polls store them, and the stored kinds the console writes itself."""
+    return tuple(k.value for k in KINDS if k.observe is not None or k.fetch is Fetch.STORED)
+
+
+def probed_values() -> tuple[str, ...]:
+    """Kinds people add as probe targets, and the health strip shows."""
+    return tuple(k.value for k in KINDS if k.probed)
+
+
+def stored_values() -> tuple[str, ...]:
+    """Kinds whose observations the console writes (kept as long as what they came from:
+    retention leaves them alone)."""
+    return tuple(k.value for k in KINDS if k.fetch is Fetch.STORED)
 
 
 def options() -> tuple[str, ...]:

@@ -41,6 +41,18 @@ HTTP_KINDS = kinds.values(runs=kinds.Runs.POLLER)
 HOST_KINDS = kinds.values(runs=kinds.Runs.HOST)
 # Fetched only when someone asks (a trace or a snapshot is big and perturbs the engine).
 ON_DEMAND_KINDS = kinds.values(runs=kinds.Runs.ON_DEMAND)
+# Written by the console itself (one target per deployment), never polled or shown.
+STORED_KINDS = kinds.stored_values()
+PROBED_KINDS = kinds.probed_values()
+# Kinds that are not fetched from a URL (read on their host, or written by the console).
+URL_FREE_KINDS = tuple(k.value for k in kinds.KINDS if kinds.Needs.URL not in k.needs)
+
+
+class TargetQuerySet(models.QuerySet):
+    def probed(self) -> TargetQuerySet:
+        """The probe targets people registered: what the health strip, the deployment's
+        target table and its count show (not the console's store of artifact signals)."""
+        return self.filter(kind__in=PROBED_KINDS)
 
 
 class Target(models.Model):
@@ -80,14 +92,23 @@ class Target(models.Model):
     last_size_bytes = models.PositiveIntegerField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
 
+    objects = TargetQuerySet.as_manager()
+
     class Meta:
         ordering = ["deployment", "kind", "replica"]
         constraints = [
+            # A stored kind's target is found by (deployment, kind): one, however many
+            # analyses finish at once.
+            models.UniqueConstraint(
+                fields=["deployment", "kind"],
+                condition=models.Q(kind__in=STORED_KINDS),
+                name="one_stored_target_per_deployment",
+            ),
             models.CheckConstraint(
-                # Every kind but those read on their host needs a URL. Written as the
-                # exemption, so a new HTTP kind (the common addition) changes no constraint.
-                condition=models.Q(kind__in=HOST_KINDS) | ~models.Q(url=""),
-                name="target_has_url_unless_read_on_host",
+                # Every kind that needs a URL has one. Written as the exemption, so a new
+                # HTTP kind (the common addition) changes no constraint.
+                condition=models.Q(kind__in=URL_FREE_KINDS) | ~models.Q(url=""),
+                name="target_has_url_when_its_kind_needs_one",
             ),
             models.CheckConstraint(
                 condition=~models.Q(kind__in=HOST_KINDS) | ~models.Q(host_queue=""),

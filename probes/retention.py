@@ -8,6 +8,12 @@ Evidence that a decision cited is frozen separately, so pruning never changes it
 
 Probes do not know what an investigation is: the layer that does registers a source of
 windows with ``keep_windows`` (investigations does, in its app config).
+
+Observations the console wrote itself on a stored kind's target (an analysed artifact's
+signals, ``probes.kinds.Fetch.STORED``) are not raw poll data and are never pruned here:
+they are kept as long as the artifact row they summarise, which any later evaluation
+within a check's window of its ``captured_at`` reads, whether or not an investigation
+was open then. They are a handful of rows per file.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from probes.models import Observation, Poll
+from probes.models import STORED_KINDS, Observation, Poll
 
 MARGIN = timedelta(hours=1)
 
@@ -56,8 +62,10 @@ def prune(older_than: timedelta, *, now: datetime | None = None, batch: int = 10
     cutoff = (now or timezone.now()) - older_than
     deleted = 0
     for model, time_field in ((Observation, "taken_at"), (Poll, "cycle_at")):
-        stale = model.objects.filter(**{f"{time_field}__lt": cutoff}).exclude(
-            _window_filter(time_field)
+        stale = (
+            model.objects.filter(**{f"{time_field}__lt": cutoff})
+            .exclude(target__kind__in=STORED_KINDS)
+            .exclude(_window_filter(time_field))
         )
         while True:
             ids = list(stale.values_list("pk", flat=True)[:batch])

@@ -142,6 +142,20 @@ def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) ->
             cursor.executemany(sql, rows[start : start + 5000])
 
 
+def record_observations(
+    target_id, taken_at: datetime, observations: Sequence[tuple[str, str, float]]
+) -> None:
+    """Store values the console derived itself (an analysed artifact's signals) on a
+    stored kind's target: no poll row, no health fields, the same idempotent insert."""
+    _insert_observations(taken_at, [PollOutcome(target_id, ok=True, observations=observations)])
+
+
+def stored_target(deployment_id, kind: str) -> object:
+    """The pk of the deployment's one target of the stored ``kind``, created on first use
+    (the partial unique constraint makes a concurrent second create find the first)."""
+    return Target.objects.get_or_create(deployment_id=deployment_id, kind=kind)[0].pk
+
+
 def _update_health(cycle_at: datetime, outcomes: Sequence[PollOutcome], now: datetime) -> None:
     """The health strip's fields in two UPDATEs per cycle, whatever the number of targets:
     latency, size and error text are copied from the cycle's poll rows just written."""

@@ -150,7 +150,8 @@ def prometheus_discovery(request: HttpRequest, deployment_id) -> HttpResponse:
         context["error"] = str(exc)
         return render(request, "discovery/prometheus.html", context)
     registered = [
-        discovery.Registered(t.kind, t.url, t.replica, t.enabled) for t in deployment.targets.all()
+        discovery.Registered(t.kind, t.url, t.replica, t.enabled)
+        for t in deployment.targets.probed()
     ]
     comparison = discovery.compare(found.found, found.prometheus, registered)
     context.update(discovered=found, comparison=comparison)

@@ -67,6 +67,13 @@ def companions(source: str, signal: str) -> dict[str, str]:
     return {}
 
 
+def by_target(source: str) -> bool:
+    """Whether the source's series are told apart by the target they came from (an
+    artifact's are told apart by the artifact: its label)."""
+    found = SOURCE_BY_NAME.get(source)
+    return found is None or found.by_target
+
+
 def aggregate_only(source: str) -> bool:
     """Whether the source's labelled series are per-rank detail left out of the view."""
     found = SOURCE_BY_NAME.get(source)

@@ -12,7 +12,8 @@ import re
 import pytest
 
 from artifacts import safepickle
-from artifacts.memory_snapshot import analyse_snapshot, validate
+from artifacts.memory_analysis import analyse_snapshot
+from artifacts.memory_snapshot import validate
 from tests.support.samples import MEMORY_SNAPSHOTS, samples_absent
 
 if os.environ.get("CI") == "true":

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from artifacts.memory_snapshot import analyse_snapshot, load_snapshot
+from artifacts.memory_analysis import analyse_snapshot
+from artifacts.memory_snapshot import load_snapshot
 from enginesim import scenarios
 from enginesim.config import GiB
 from enginesim.deployment import Deployment, SimClock

@@ -32,8 +32,8 @@ def test_each_signal_is_loaded_over_its_own_window(team, django_assert_max_num_q
             ),
         ]
     )
-    # Targets, observations, and (gpu-oom reads memory snapshots) analysed artifacts.
-    with django_assert_max_num_queries(3):
+    # Targets and observations (analysed artifacts' signals are observations too).
+    with django_assert_max_num_queries(2):
         view = load_observations(deployment.id, signals_of(playbooks()["gpu-oom"]), now)
     kv = view[("engine", "kv_cache_usage")]
     assert len(kv) == 1  # the per-rank series is left out; the aggregate is kept

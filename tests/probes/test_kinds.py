@@ -10,7 +10,7 @@ from django.db.migrations.loader import MigrationLoader
 
 from probes import kinds, vocabulary
 from probes.kinds import KINDS, Fetch, Needs, Read, Runs, kind_of
-from probes.models import HOST_KINDS, HTTP_KINDS, ON_DEMAND_KINDS, TargetKind
+from probes.models import HOST_KINDS, HTTP_KINDS, ON_DEMAND_KINDS, STORED_KINDS, TargetKind
 
 
 def test_every_target_kind_has_an_entry_and_every_entry_a_target_kind():
@@ -50,15 +50,21 @@ def test_the_model_tuples_are_the_registry_by_where_it_runs():
     assert {"engine", "sglang_info", "prometheus", "dcgm", "log_http"} <= set(HTTP_KINDS)
     assert {"log_file", "nvml"} <= set(HOST_KINDS)
     assert "profiler" in ON_DEMAND_KINDS
-    assert sorted(HTTP_KINDS + HOST_KINDS + ON_DEMAND_KINDS) == sorted(TargetKind.values)
+    assert "artifacts" in STORED_KINDS
+    assert sorted(HTTP_KINDS + HOST_KINDS + ON_DEMAND_KINDS + STORED_KINDS) == sorted(
+        TargetKind.values
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.value)
 def test_each_entry_is_consistent(kind):
-    # Polled kinds turn their reads into observations; on-demand ones are collected.
-    assert (kind.observe is None) == (kind.runs is Runs.ON_DEMAND)
+    # Polled kinds turn their reads into observations; on-demand ones are collected, and
+    # stored ones are written by the console.
+    assert (kind.observe is None) == (kind.runs in (Runs.ON_DEMAND, Runs.NOWHERE))
     # Where it runs decides what the form asks for and what the constraints demand.
-    if kind.runs is Runs.HOST:
+    if kind.runs is Runs.NOWHERE:
+        assert not kind.needs and kind.read_here is None and not kind.probed
+    elif kind.runs is Runs.HOST:
         assert Needs.HOST_QUEUE in kind.needs and kind.read_here is not None
         assert Needs.URL not in kind.needs
     else:

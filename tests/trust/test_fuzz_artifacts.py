@@ -30,7 +30,8 @@ from artifacts.bounded import Deadline, Limits
 from artifacts.chrome_trace import load_chrome_trace
 from artifacts.errors import ArtifactRejected
 from artifacts.gc_log import analyse_gc_log, parse_gc_log
-from artifacts.memory_snapshot import analyse_snapshot, load_snapshot
+from artifacts.memory_analysis import analyse_snapshot
+from artifacts.memory_snapshot import load_snapshot
 from tests.support.samples import CHROME_TRACES, MEMORY_SNAPSHOTS
 from tests.trust.conftest import (
     accepted_or_rejected,

@@ -1,0 +1,666 @@
+"""PyTorch CUDA memory snapshots: the analysis of a loaded :class:`Snapshot` (Django-free).
+
+Loading and validation are :mod:`artifacts.memory_snapshot`; this rebuilds memory over
+time and finds steps, leaks and graph-pool growth.
+
+Definitions used by :func:`analyse_snapshot` (all bytes, per device and summed):
+
+- ``reserved_bytes``: Σ segment ``total_size``.
+- ``allocated_bytes``: Σ block ``requested_size`` of ``active_allocated`` and
+  ``active_pending_free`` blocks (the viewer's figure; legacy blocks: ``history[0].real_size``).
+  ``allocated_rounded_bytes`` is Σ segment ``allocated_size`` (what
+  ``torch.cuda.memory_allocated()`` reports). ``segsum_allocated_bytes``,
+  ``free_internal_bytes`` and ``free_external_bytes`` are exactly ``_memory_viz.segsum``'s
+  (only ``active_allocated`` counts as allocated there).
+- ``graph_pool_bytes``: reserved bytes in segments whose ``segment_pool_id`` is not (0, 0)
+  (CUDA-graph private pools / MemPools).
+- A reserved **step** is a burst of segment events (gaps ≤ 0.5 s, or ≤ 16 events without
+  ``time_us``; a burst is at most 10 s / 1,000 events long) that raises reserved by
+  ≥ ``STEP_MIN_BYTES`` (256 MiB).
+- The allocated **floor** at time t is min(allocated(s) for s ≥ t): bytes held from t to the
+  end of the trace, i.e. never returned. Leak metrics come from it.
+
+Signals (``as_dict()["signals"]``, evidence for playbooks):
+
+- ``artifact_reserved_bytes``, ``artifact_allocated_bytes`` (B): final state, all devices.
+- ``artifact_graph_pool_bytes`` (B): final reserved bytes in private (graph) pools.
+- ``artifact_graph_pool_growth_bytes`` (B): private-pool reserved at the end minus at the
+  start of the trace, summed over devices.
+- ``artifact_reserved_step_count`` (count), ``artifact_reserved_step_max_bytes`` (B).
+- ``artifact_allocated_growth_bytes`` (B): allocated at the end minus the lowest allocated
+  in the trace (the floor's rise), max over devices.
+- ``artifact_leak_fraction`` (0-1): share of the trace's 10 equal slices (time, or event
+  index without ``time_us``) in which the floor rose by ≥ 16 MiB, for the
+  device with the largest growth. A leak keeps raising the floor in every slice; start-up
+  allocations raise it in one or two.
+- ``artifact_allocated_slope_bytes_per_s`` (B/s): the *median* slice's floor rise / slice
+  duration (0 without ``time_us``): a leak's rate, while one-off start-up growth gives 0.
+- ``artifact_oom_count`` (count): ``oom`` trace entries.
+- ``artifact_reserved_gap_bytes`` (B): reserved - allocated at the final state.
+- ``artifact_trace_entries`` (count), ``artifact_trace_span_s`` (s, 0 without ``time_us``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from artifacts.memory_snapshot import (
+    LIVE_STATES,
+    Frame,
+    GiB,
+    MiB,
+    PoolId,
+    Segment,
+    Snapshot,
+    TraceEntry,
+)
+
+SEGMENT_GROW = frozenset({"segment_alloc", "segment_map"})
+SEGMENT_SHRINK = frozenset({"segment_free", "segment_unmap"})
+
+STEP_MIN_BYTES = 256 * MiB
+STEP_GAP_US = 500_000
+STEP_MAX_SPAN_US = 10_000_000
+STEP_GAP_EVENTS = 16
+STEP_MAX_SPAN_EVENTS = 1_000
+TIMELINE_MAX_POINTS = 2_000
+TIMELINE_MAX_POOLS = 8
+LEAK_SLICES = 10
+LEAK_SLICE_MIN_BYTES = 16 * MiB
+TOP_SITES = 10
+
+# Finding thresholds, chosen against enginesim's scenarios and the real samples (tests).
+GRAPH_POOL_FINDING_BYTES = 1 * GiB  # private pools hold this much at the end ...
+GRAPH_POOL_GROWTH_FINDING_BYTES = 1 * GiB  # ... and grew this much during the trace
+LEAK_FINDING_SLOPE_BYTES_PER_S = 1 * MiB  # steady growth of >= 3.5 GiB/hour ...
+LEAK_FINDING_FRACTION = 0.7  # ... in >= 7 of 10 slices of a trace ...
+LEAK_FINDING_MIN_SPAN_S = 60.0  # ... spanning at least a minute (not one training step)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A burst of segment events that raised reserved memory by ``bytes``."""
+
+    device: int
+    x_start: int
+    x_end: int
+    bytes: int
+    pool: str  # dominant pool of the rise, "0,0" = default pool, "unknown" = freed since
+    graph_pool: bool
+    segments: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "x_start": self.x_start, "x_end": self.x_end,
+            "bytes": self.bytes, "pool": self.pool, "graph_pool": self.graph_pool,
+            "segments": self.segments,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Oom:
+    device: int
+    x: int
+    time_us: int | None
+    requested_bytes: int
+    device_free_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Site:
+    site: str
+    bytes: int
+    blocks: int
+    devices: tuple[int, ...]
+    stack: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"site": self.site, "bytes": self.bytes, "blocks": self.blocks,
+                "devices": list(self.devices), "stack": list(self.stack)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    device: int
+    segments: int
+    reserved_bytes: int
+    allocated_bytes: int
+    allocated_rounded_bytes: int
+    segsum_allocated_bytes: int
+    free_internal_bytes: int
+    free_external_bytes: int
+    graph_pool_bytes: int
+    pools: dict[str, int]
+    trace_entries: int
+    x_unit: str
+    span_s: float
+    start_reserved_bytes: int
+    start_allocated_bytes: int
+    graph_pool_start_bytes: int
+    allocated_growth_bytes: int
+    leak_fraction: float
+    allocated_slope_bytes_per_s: float
+    steps: tuple[Step, ...]
+    ooms: tuple[Oom, ...]
+    timeline: dict[str, Any]
+    pools_unknown_events: int = 0
+
+    @property
+    def graph_pool_growth_bytes(self) -> int:
+        return self.graph_pool_bytes - self.graph_pool_start_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k not in ("steps", "ooms", "timeline")}
+        out["graph_pool_growth_bytes"] = self.graph_pool_growth_bytes
+        out["steps"] = [s.as_dict() for s in self.steps]
+        out["ooms"] = [o.as_dict() for o in self.ooms]
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryAnalysis:
+    layout: str
+    devices: tuple[DeviceAnalysis, ...]
+    top_sites: tuple[Site, ...]
+    findings: tuple[dict[str, Any], ...]
+    signals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(d.reserved_bytes for d in self.devices)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(d.allocated_bytes for d in self.devices)
+
+    @property
+    def graph_pool_bytes(self) -> int:
+        return sum(d.graph_pool_bytes for d in self.devices)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able summary; ``timeline`` holds each device's downsampled curves."""
+
+        def total(name: str) -> int:
+            return sum(getattr(d, name) for d in self.devices)
+
+        return {
+            "kind": "memory-snapshot",
+            "layout": self.layout,
+            "reserved_bytes": self.reserved_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "allocated_rounded_bytes": total("allocated_rounded_bytes"),
+            "segsum_allocated_bytes": total("segsum_allocated_bytes"),
+            "free_internal_bytes": total("free_internal_bytes"),
+            "free_external_bytes": total("free_external_bytes"),
+            "graph_pool_bytes": self.graph_pool_bytes,
+            "reserved_gap_bytes": self.reserved_bytes - self.allocated_bytes,
+            "devices": [d.as_dict() for d in self.devices],
+            "steps": [s.as_dict() for d in self.devices for s in d.steps],
+            "timeline": {str(d.device): d.timeline for d in self.devices},
+            "top_sites": [s.as_dict() for s in self.top_sites],
+            "ooms": [o.as_dict() for d in self.devices for o in d.ooms],
+            "findings": [dict(f) for f in self.findings],
+            "signals": dict(self.signals),
+        }
+
+
+_NOT_GRAPH = ("0,0", "none", "unknown")
+
+
+def pool_key(pool: PoolId | None) -> str:
+    return "none" if pool is None else f"{pool[0]},{pool[1]}"
+
+
+class _PoolIndex:
+    """Resolve a trace address to the pool of the final segment containing it (bisect)."""
+
+    def __init__(self, segments: Sequence[Segment]) -> None:
+        ordered = sorted(segments, key=lambda s: s.address)
+        self.starts = [s.address for s in ordered]
+        self.ends = [s.address + s.total_size for s in ordered]
+        self.pools = [pool_key(s.pool_id) for s in ordered]
+
+    def find(self, addr: int) -> str:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.ends[i]:
+            return self.pools[i]
+        return "unknown"
+
+
+def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
+    """Final totals; free_internal/free_external exactly as ``_memory_viz.segsum``."""
+    allocated = rounded = segsum_alloc = internal = external = graph_allocated = 0
+    pools: dict[str, int] = {}
+    for s in segs:
+        rounded += s.allocated_size
+        key = pool_key(s.pool_id)
+        pools[key] = pools.get(key, 0) + s.total_size
+        for b in s.blocks:
+            if b.state in LIVE_STATES:
+                allocated += b.allocated
+                if s.in_graph_pool:
+                    graph_allocated += b.allocated
+            if b.state == "active_allocated":
+                segsum_alloc += b.allocated
+                internal += b.size - b.allocated
+            else:
+                external += b.size
+    reserved = sum(s.total_size for s in segs)
+    return {
+        "reserved": reserved,
+        "allocated": allocated,
+        "rounded": rounded,
+        "segsum_allocated": segsum_alloc,
+        "free_internal": internal,
+        "free_external": external,
+        "pools": pools,
+        "graph": sum(s.total_size for s in segs if s.in_graph_pool),
+        "graph_allocated": graph_allocated,
+    }
+
+
+@dataclass
+class Curve:
+    """State after each event, rebuilt backwards. Index -1 is the state before the trace."""
+
+    x: list[int]
+    reserved: list[int]
+    allocated: list[int]
+    start_reserved: int
+    start_allocated: int
+    # pool -> (start value, [(event index, value after event)]) for segment events
+    pools: dict[str, tuple[int, list[tuple[int, int]]]]
+    seg_events: list[tuple[int, int, str]]  # (event index, delta, pool)
+    timed: bool  # x is time_us (every entry has it), else the event index
+    # Allocated bytes inside CUDA-graph private pools after each event: a captured graph's
+    # memory is held for the life of the process by design, so it is pool growth, not a leak.
+    graph_allocated: list[int] = field(default_factory=list)
+    start_graph_allocated: int = 0
+
+
+def reconstruct(
+    entries: Sequence[TraceEntry],
+    reserved_end: int,
+    allocated_end: int,
+    pools_end: dict[str, int],
+    index: _PoolIndex,
+    graph_allocated_end: int = 0,
+) -> Curve:
+    """Walk the trace backwards from the final state (reference §2)."""
+    n = len(entries)
+    timed = n > 0 and all(e.time_us is not None for e in entries)
+    x = [e.time_us for e in entries] if timed else list(range(n))
+    reserved = [0] * n
+    allocated = [0] * n
+    graph_allocated = [0] * n
+    r, a, g = reserved_end, allocated_end, graph_allocated_end
+    pool_now = dict(pools_end)
+    pool_points: dict[str, list[tuple[int, int]]] = {}
+    seg_events: list[tuple[int, int, str]] = []
+    for i in range(n - 1, -1, -1):
+        e = entries[i]
+        reserved[i], allocated[i], graph_allocated[i] = r, a, g
+        action = e.action
+        if action == "alloc":
+            a -= e.size
+            if index.find(e.addr or 0) not in _NOT_GRAPH:
+                g -= e.size
+        elif action == "free_completed":
+            a += e.size
+            if index.find(e.addr or 0) not in _NOT_GRAPH:
+                g += e.size
+        elif action in SEGMENT_GROW or action in SEGMENT_SHRINK:
+            delta = e.size if action in SEGMENT_GROW else -e.size
+            pool = index.find(e.addr or 0)
+            value = pool_now.get(pool, 0)
+            pool_points.setdefault(pool, []).append((i, value))
+            pool_now[pool] = value - delta
+            seg_events.append((i, delta, pool))
+            r -= delta
+    for points in pool_points.values():
+        points.reverse()
+    seg_events.reverse()
+    pools = {
+        p: (pool_now.get(p, 0), pool_points.get(p, [])) for p in set(pool_now) | set(pool_points)
+    }
+    return Curve(x, reserved, allocated, r, a, pools, seg_events, timed, graph_allocated, g)
+
+
+def find_steps(device: int, curve: Curve, timed: bool) -> list[Step]:
+    """Bursts of segment events whose net rise is at least ``STEP_MIN_BYTES``."""
+    gap, span = (
+        (STEP_GAP_US, STEP_MAX_SPAN_US) if timed else (STEP_GAP_EVENTS, STEP_MAX_SPAN_EVENTS)
+    )
+    x = curve.x
+    bursts: list[list[tuple[int, int, str]]] = []
+    for ev in curve.seg_events:
+        if bursts:
+            last = bursts[-1]
+            xi = x[ev[0]]
+            if xi - x[last[-1][0]] <= gap and xi - x[last[0][0]] <= span:
+                last.append(ev)
+                continue
+        bursts.append([ev])
+    steps = []
+    for burst in bursts:
+        net = sum(d for _, d, _ in burst)
+        if net < STEP_MIN_BYTES:
+            continue
+        by_pool: dict[str, int] = {}
+        for _, d, p in burst:
+            by_pool[p] = by_pool.get(p, 0) + d
+        pool = max(by_pool, key=lambda p: by_pool[p])
+        steps.append(
+            Step(
+                device=device,
+                x_start=x[burst[0][0]],
+                x_end=x[burst[-1][0]],
+                bytes=net,
+                pool=pool,
+                graph_pool=pool not in ("0,0", "none", "unknown"),
+                segments=sum(1 for _, d, _ in burst if d > 0),
+            )
+        )
+    return steps
+
+
+def leak_metrics(curve: Curve) -> tuple[int, float, float]:
+    """(floor growth B, fraction of slices where the floor rose, steady slope B/s).
+
+    The floor is allocated memory never returned until the end of the trace. The trace is
+    cut into ``LEAK_SLICES`` equal slices of x; a slice "rises" when the floor grew by at
+    least ``LEAK_SLICE_MIN_BYTES`` in it. The slope uses the *median* slice rise, so a
+    one-off start-up (weights, KV cache) adds growth but no slope, while a leak adds both.
+    """
+    n = len(curve.allocated)
+    if n < 2:
+        return 0, 0.0, 0.0
+    # Outside graph pools only: captured graphs hold their memory by design.
+    graph = curve.graph_allocated or [0] * n
+    outside = [a - g for a, g in zip(curve.allocated, graph, strict=True)]
+    floor = [0] * n
+    low = outside[-1]
+    for i in range(n - 1, -1, -1):
+        low = min(low, outside[i])
+        floor[i] = low
+    start_floor = min(floor[0], curve.start_allocated - curve.start_graph_allocated)
+    growth = max(0, floor[-1] - start_floor)
+    x0, x1 = curve.x[0], curve.x[-1]
+    if growth == 0 or x1 <= x0:
+        return growth, 0.0, 0.0
+    rises = []
+    j, previous = 0, start_floor
+    for k in range(1, LEAK_SLICES + 1):
+        limit = x0 + (x1 - x0) * k / LEAK_SLICES
+        while j + 1 < n and curve.x[j + 1] <= limit:
+            j += 1
+        rises.append(floor[j] - previous)
+        previous = floor[j]
+    fraction = sum(1 for r in rises if r >= LEAK_SLICE_MIN_BYTES) / LEAK_SLICES
+    median = sorted(rises)[LEAK_SLICES // 2]
+    slice_s = (x1 - x0) / 1e6 / LEAK_SLICES if curve.timed else 0.0
+    slope = median / slice_s if slice_s > 0 else 0.0
+    return growth, fraction, slope
+
+
+def downsample(curve: Curve, max_points: int = TIMELINE_MAX_POINTS) -> dict[str, Any]:
+    """Equal-width buckets over x keeping each bucket's maximum, so spikes survive."""
+    n = len(curve.x)
+    graph_pools = sorted(
+        (p for p in curve.pools if p not in ("0,0", "none", "unknown")),
+        key=lambda p: -max([curve.pools[p][0]] + [v for _, v in curve.pools[p][1]]),
+    )[:TIMELINE_MAX_POOLS]
+    out: dict[str, Any] = {"x": [], "reserved": [], "allocated": [],
+                           "pools": {p: [] for p in graph_pools}}  # fmt: skip
+    if n == 0:
+        return out
+    x0, x1 = curve.x[0], curve.x[-1]
+    width = max(1.0, (x1 - x0 + 1) / max_points)
+    cursors = dict.fromkeys(graph_pools, 0)
+    current = {p: curve.pools[p][0] for p in graph_pools}
+    i = 0
+    while i < n:
+        bucket = int((curve.x[i] - x0) / width)
+        j = i
+        r_max = a_max = 0
+        while j < n and int((curve.x[j] - x0) / width) == bucket:
+            r_max = max(r_max, curve.reserved[j])
+            a_max = max(a_max, curve.allocated[j])
+            j += 1
+        out["x"].append(curve.x[i])
+        out["reserved"].append(r_max)
+        out["allocated"].append(a_max)
+        for p in graph_pools:
+            points = curve.pools[p][1]
+            best = current[p]
+            c = cursors[p]
+            while c < len(points) and points[c][0] < j:
+                current[p] = points[c][1]
+                best = max(best, current[p])
+                c += 1
+            cursors[p] = c
+            out["pools"][p].append(best)
+        i = j
+    return out
+
+
+def _is_internal(frame: Frame) -> bool:
+    """C/C++ frames, CPython internals and PyTorch's own Python files are not allocation sites."""
+    filename, _line, _name = frame
+    if not filename.endswith(".py"):
+        return True
+    return "/torch/" in filename or filename.startswith("torch/")
+
+
+_CPP_PLUMBING = ("torch::unwind", "torch::CapturedTraceback", "torch::cuda::", "c10::", "at::")
+
+
+def _site(frames: tuple[Frame, ...]) -> tuple[str, tuple[str, ...]]:
+    """Innermost user Python frame; for C++-only stacks (autograd engine), the first frame
+    past the allocator and ATen dispatch plumbing."""
+    user = [f for f in frames if not _is_internal(f)]
+    if user:
+        fmt = [f"{f[0]}:{f[1]} {f[2]}" for f in user[:5]]
+        return fmt[0], tuple(fmt)
+    if not frames:
+        return "<no stack recorded>", ()
+    cpp = [f for f in frames if not f[2].startswith(_CPP_PLUMBING)] or list(frames)
+    fmt = [f"<C++> {f[2][:160]}" for f in cpp[:5]]
+    return fmt[0], tuple(fmt)
+
+
+def top_sites(segments: Iterable[Segment], n: int = TOP_SITES) -> tuple[Site, ...]:
+    """Largest live-byte sites at the final state, by innermost user frame."""
+    by_frames: dict[int, tuple[tuple[Frame, ...], int, int, set[int]]] = {}
+    for s in segments:
+        for b in s.blocks:
+            if b.state not in LIVE_STATES:
+                continue
+            key = id(b.frames)
+            frames, total, count, devs = by_frames.get(key, (b.frames, 0, 0, set()))
+            devs.add(s.device)
+            by_frames[key] = (frames, total + b.allocated, count + 1, devs)
+    sites: dict[str, list[Any]] = {}
+    for frames, total, count, devs in by_frames.values():
+        name, stack = _site(frames)
+        entry = sites.setdefault(name, [0, 0, set(), stack])
+        entry[0] += total
+        entry[1] += count
+        entry[2] |= devs
+    ranked = sorted(sites.items(), key=lambda kv: -kv[1][0])[:n]
+    return tuple(Site(k, v[0], v[1], tuple(sorted(v[2])), v[3]) for k, v in ranked)
+
+
+def _ooms(device: int, entries: Sequence[TraceEntry], curve: Curve) -> tuple[Oom, ...]:
+    out = []
+    for i, e in enumerate(entries):
+        if e.action == "oom":
+            out.append(Oom(device, curve.x[i], e.time_us, e.size, e.device_free or 0,
+                           curve.reserved[i], curve.allocated[i]))  # fmt: skip
+    return tuple(out)
+
+
+def analyse_device(
+    device: int, segs: Sequence[Segment], entries: Sequence[TraceEntry]
+) -> DeviceAnalysis:
+    final = _final_state(segs)
+    index = _PoolIndex(segs)
+    curve = reconstruct(
+        entries,
+        final["reserved"],
+        final["allocated"],
+        final["pools"],
+        index,
+        final["graph_allocated"],
+    )
+    timed = curve.timed
+    growth, fraction, slope = leak_metrics(curve)
+    graph_start = sum(
+        start for p, (start, _) in curve.pools.items() if p not in ("0,0", "none", "unknown")
+    )
+    span_s = (curve.x[-1] - curve.x[0]) / 1e6 if timed and curve.x else 0.0
+    return DeviceAnalysis(
+        device=device,
+        segments=len(segs),
+        reserved_bytes=final["reserved"],
+        allocated_bytes=final["allocated"],
+        allocated_rounded_bytes=final["rounded"],
+        segsum_allocated_bytes=final["segsum_allocated"],
+        free_internal_bytes=final["free_internal"],
+        free_external_bytes=final["free_external"],
+        graph_pool_bytes=final["graph"],
+        pools=final["pools"],
+        trace_entries=len(entries),
+        x_unit="time_us" if timed else "event",
+        span_s=span_s,
+        start_reserved_bytes=curve.start_reserved,
+        start_allocated_bytes=curve.start_allocated,
+        graph_pool_start_bytes=graph_start,
+        allocated_growth_bytes=growth,
+        leak_fraction=fraction,
+        allocated_slope_bytes_per_s=slope,
+        steps=tuple(find_steps(device, curve, timed)),
+        ooms=_ooms(device, entries, curve),
+        timeline=downsample(curve),
+        pools_unknown_events=sum(1 for _, _, p in curve.seg_events if p == "unknown"),
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def findings(devices: Sequence[DeviceAnalysis]) -> list[dict[str, Any]]:
+    out = []
+    pool_bytes = sum(d.graph_pool_bytes for d in devices)
+    pool_growth = sum(max(0, d.graph_pool_growth_bytes) for d in devices)
+    pool_steps = [s for d in devices for s in d.steps if s.graph_pool]
+    if (
+        pool_bytes >= GRAPH_POOL_FINDING_BYTES
+        and pool_growth >= GRAPH_POOL_GROWTH_FINDING_BYTES
+        and pool_steps
+    ):
+        out.append({
+            "key": "cuda-graph-pool-growth",
+            "title": f"CUDA-graph pools grew by {_gib(pool_growth)} during the trace",
+            "detail": (
+                f"Private (graph) pools hold {_gib(pool_bytes)} at the end; reserved memory "
+                f"stepped up {len(pool_steps)} time(s) in graph pools (largest "
+                f"{_gib(max(s.bytes for s in pool_steps))}). Graphs captured after warm-up "
+                "keep their pool reserved for their lifetime."
+            ),
+            "values": {
+                "graph_pool_bytes": pool_bytes,
+                "graph_pool_growth_bytes": pool_growth,
+                "graph_pool_steps": len(pool_steps),
+                "step_bytes": [s.bytes for s in pool_steps],
+                "step_x": [s.x_start for s in pool_steps],
+                "pools": sorted({s.pool for s in pool_steps}),
+            },
+        })  # fmt: skip
+    leaking = [
+        d for d in devices
+        if d.allocated_slope_bytes_per_s >= LEAK_FINDING_SLOPE_BYTES_PER_S
+        and d.leak_fraction >= LEAK_FINDING_FRACTION
+        and d.span_s >= LEAK_FINDING_MIN_SPAN_S
+    ]  # fmt: skip
+    if leaking:
+        worst = max(leaking, key=lambda d: d.allocated_slope_bytes_per_s)
+        out.append({
+            "key": "allocator-leak",
+            "title": f"Allocated memory only grows: "
+                     f"{worst.allocated_slope_bytes_per_s / MiB:.1f} MiB/s never returned",
+            "detail": (
+                f"On device {worst.device} the allocated floor (bytes never freed again) "
+                f"rose in {worst.leak_fraction:.0%} of the {worst.span_s:.0f} s trace's slices "
+                f"({_gib(worst.allocated_growth_bytes)} in all): tensors are kept alive."
+            ),
+            "values": {
+                "devices": [d.device for d in leaking],
+                "allocated_growth_bytes": worst.allocated_growth_bytes,
+                "leak_fraction": worst.leak_fraction,
+                "slope_bytes_per_s": worst.allocated_slope_bytes_per_s,
+                "span_s": worst.span_s,
+            },
+        })  # fmt: skip
+    ooms = [o for d in devices for o in d.ooms]
+    if ooms:
+        last = ooms[-1]
+        out.append({
+            "key": "oom",
+            "title": f"CUDA out of memory: {_gib(last.requested_bytes)} requested, "
+                     f"{_gib(last.device_free_bytes)} free",
+            "detail": (
+                f"{len(ooms)} OOM event(s); at the last one device {last.device} had "
+                f"{_gib(last.reserved_bytes)} reserved and {_gib(last.allocated_bytes)} allocated."
+            ),
+            "values": {"count": len(ooms), **last.as_dict()},
+        })  # fmt: skip
+    return out
+
+
+def signals(devices: Sequence[DeviceAnalysis]) -> dict[str, float]:
+    worst = max(devices, key=lambda d: d.allocated_growth_bytes, default=None)
+    steps = [s for d in devices for s in d.steps]
+    reserved = sum(d.reserved_bytes for d in devices)
+    allocated = sum(d.allocated_bytes for d in devices)
+    return {
+        "artifact_reserved_bytes": reserved,
+        "artifact_allocated_bytes": allocated,
+        "artifact_graph_pool_bytes": sum(d.graph_pool_bytes for d in devices),
+        "artifact_graph_pool_growth_bytes": sum(d.graph_pool_growth_bytes for d in devices),
+        "artifact_reserved_step_count": len(steps),
+        "artifact_reserved_step_max_bytes": max((s.bytes for s in steps), default=0),
+        "artifact_allocated_growth_bytes": worst.allocated_growth_bytes if worst else 0,
+        "artifact_leak_fraction": worst.leak_fraction if worst else 0.0,
+        "artifact_allocated_slope_bytes_per_s": worst.allocated_slope_bytes_per_s if worst else 0.0,
+        "artifact_oom_count": sum(len(d.ooms) for d in devices),
+        "artifact_reserved_gap_bytes": reserved - allocated,
+        "artifact_trace_entries": sum(d.trace_entries for d in devices),
+        "artifact_trace_span_s": max((d.span_s for d in devices), default=0.0),
+    }
+
+
+def analyse_snapshot(snapshot: Snapshot) -> MemoryAnalysis:
+    """Final state, backward timeline, steps, leak metrics, top sites, OOMs and findings."""
+    devices = []
+    for dev in snapshot.devices:
+        segs = [s for s in snapshot.segments if s.device == dev]
+        entries = snapshot.device_traces[dev] if dev < len(snapshot.device_traces) else ()
+        devices.append(analyse_device(dev, segs, entries))
+    devs = tuple(devices)
+    return MemoryAnalysis(
+        layout=snapshot.layout,
+        devices=devs,
+        top_sites=top_sites(snapshot.segments),
+        findings=tuple(findings(devs)),
+        signals=signals(devs),
+    )
