@@ -265,6 +265,8 @@ def close_investigation(
     locked.save(
         update_fields=["status", "closed_at", "root_cause", "close_override", "closing_facts"]
     )
+    # Resolved first, so the close stays the record's last event.
+    _follow_status(locked, IncidentStatus.RESOLVED, "closed")
     summary = (
         "Closed: verification passed"
         if not locked.close_override
@@ -282,7 +284,6 @@ def close_investigation(
         },
         audit_data={"verification": verification_state, "root_cause": locked.root_cause},
     )
-    _follow_status(locked, IncidentStatus.RESOLVED, "closed")
     return locked
 
 
