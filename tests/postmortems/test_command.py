@@ -123,3 +123,27 @@ def test_the_pdf_shows_them(commanded):
     assert "Severity SEV2 Status Resolved Incident remi-responder" in text
     assert "Status history" in text and "handed over" in text  # table cells wrap in the PDF
     assert "p95 TTFT x3 for all tenants" in text and "Cora's shift ended" in text
+
+
+def test_the_poll_cycle_resolves_the_status_when_the_fix_verifies(open_incident, t0, time_machine):
+    """The status follows the verification the poll cycle reports (here the storm ended
+    a minute after the fix): monitoring -> resolved, an automatic event, not audited."""
+    from audit.models import AuditEntry
+    from investigations.cycle import evaluate_after_poll
+    from investigations.models import TimelineEvent
+
+    assert open_incident.incident_status == "monitoring"
+    audited = AuditEntry.objects.count()
+    at = t0 + timedelta(minutes=35)
+    time_machine.move_to(at, tick=False)
+    evaluate_after_poll(open_incident.deployment_id, at)
+    inv = Investigation.objects.get(pk=open_incident.pk)
+    assert inv.incident_status == "resolved" and inv.status == "open"
+    verification = TimelineEvent.objects.get(investigation=inv, kind="verification")
+    assert verification.data["state"] == "passing"
+    status = TimelineEvent.objects.filter(investigation=inv, kind="status").latest("pk")
+    assert status.data == {
+        "status": "resolved", "previous": "monitoring", "automatic": True,
+        "reason": "verification of fewer-max-num-seqs passing",
+    }  # fmt: skip
+    assert AuditEntry.objects.count() == audited
