@@ -155,3 +155,31 @@ def test_the_page_assigns_by_role_and_the_incident_commander_may_hand_over(
         ("commander", "rita-responder"), ("scribe", "rita-responder"),
     ]  # fmt: skip
     assert [d["op"] for d in _role_events(investigation)] == ["assign", "handover", "handover"]
+
+
+def test_the_migration_gives_older_records_a_status_and_their_opener_command(deployment, commander):
+    import importlib
+
+    from django.apps import apps
+
+    from investigations.models import FixRecord
+
+    migration = importlib.import_module("investigations.migrations.0015_incident_status_and_roles")
+    closed, fixed, by_alert = (
+        Investigation.objects.create(
+            team=deployment.team, deployment=deployment, symptom="high-ttft", **fields
+        )
+        for fields in (
+            {"opened_by": commander, "status": Investigation.Status.CLOSED},
+            {"opened_by": commander},
+            {"opened_by_name": "alert X"},
+        )
+    )
+    FixRecord.objects.create(investigation=fixed, node="kv-cache-pressure", key="k")
+    migration.backfill(apps, None)
+    statuses = {i.pk: i.incident_status for i in Investigation.objects.all()}
+    assert [statuses[i.pk] for i in (closed, fixed, by_alert)] == [
+        "resolved", "monitoring", "investigating",
+    ]  # fmt: skip
+    assert _holders(closed) == _holders(fixed) == [("commander", "cora-commander")]
+    assert _holders(by_alert) == []
