@@ -56,6 +56,11 @@ class Action(models.TextChoices):
     TOKEN_REVOKE = "token.revoke", "API token revoked"
     DRILL_START = "drill.start", "Drill started"
     DRILL_FINISH = "drill.finish", "Drill finished"
+    SEVERITY = "investigation.severity", "Severity set or changed"
+    STATUS_UPDATE = "investigation.status_update", "Status update posted"
+    INCIDENT_STATUS = "investigation.status", "Incident status changed"
+    ROLE = "investigation.role", "Incident role assigned or released"
+    HANDOVER = "investigation.handover", "Command handed over"
 
 
 class AuditQuerySet(models.QuerySet):

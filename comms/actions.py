@@ -44,6 +44,7 @@ def post_status_update(
         actor=who,
         data={"update": str(update.pk), "text": text},
         summary=f"Status: {text}",
+        obj=update,
     )
     webhooks = ChatWebhook.objects.filter(team_id=locked.team_id, enabled=True)
     for webhook in webhooks:

@@ -11,12 +11,24 @@ from django.utils import timezone
 from audit.actor import Actor
 from deployments.models import Deployment
 from investigations import frozen, history
-from investigations.choices import STATE_AFTER, EventKind, NodeState, Severity, VerificationState
-from investigations.models import Decision, FixRecord, Investigation
+from investigations.choices import (
+    SINGLE_HOLDER_ROLES,
+    STATE_AFTER,
+    STATUS_RANK,
+    DecisionAction,
+    EventKind,
+    IncidentRole,
+    IncidentStatus,
+    NodeState,
+    Severity,
+    VerificationState,
+)
+from investigations.models import Decision, FixRecord, Investigation, RoleAssignment
 from investigations.playbook import get_playbook
 from investigations.states import node_states
 from investigations.timeline import record_event
 from probes.models import Target, TargetKind
+from teams.models import Membership, Role
 
 
 @transaction.atomic
@@ -59,6 +71,15 @@ def open_investigation(
         audit_summary=f"Opened {investigation.title} ({symptom})",
         audit_data={"symptom": symptom, "fingerprint": fingerprint},
     )
+    if actor.is_person:
+        # The person who opens it commands it until they hand over (the opening event says
+        # who; no event of its own).
+        RoleAssignment.objects.create(
+            investigation=investigation,
+            role=IncidentRole.COMMANDER,
+            user=actor.user,
+            user_name=actor.name[:200],
+        )
     queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
     if queries:
         installed = 0
@@ -144,6 +165,8 @@ def decide(
         obj=decision,
         audit_data={"node": node, "action": action, "automatic": automatic},
     )
+    if action == DecisionAction.CONFIRM and playbook.node(node).is_cause:
+        _follow_status(locked, IncidentStatus.IDENTIFIED, f"root cause {node} confirmed")
     return decision
 
 
@@ -212,6 +235,7 @@ def record_fix(
         audit_summary=f"Applied {hypothesis.fix.key} for {node} ({shown})",
         audit_data={"node": node, "key": hypothesis.fix.key, "parameters": parameters, **applied},
     )
+    _follow_status(locked, IncidentStatus.MONITORING, f"fix {hypothesis.fix.key} recorded")
     return fix
 
 
@@ -241,6 +265,8 @@ def close_investigation(
     locked.save(
         update_fields=["status", "closed_at", "root_cause", "close_override", "closing_facts"]
     )
+    # Resolved first, so the close stays the record's last event.
+    _follow_status(locked, IncidentStatus.RESOLVED, "closed")
     summary = (
         "Closed: verification passed"
         if not locked.close_override
@@ -292,3 +318,230 @@ def set_severity(
     )
     investigation.severity = new
     return locked
+
+
+# --- Incident status ------------------------------------------------------------------------
+
+
+def _follow_status(locked: Investigation, target: IncidentStatus, because: str) -> bool:
+    """Move the status forward to ``target`` after what the record just said (a confirmed
+    cause, a recorded fix, a passing verification, the close), as an automatic event. Never
+    backwards: a commander who set it further on (or back) is not overruled by an older
+    fact. ``locked`` is the row the caller holds the lock on."""
+    current = IncidentStatus(locked.incident_status)
+    if STATUS_RANK[target] <= STATUS_RANK[current]:
+        return False
+    locked.incident_status = target
+    locked.save(update_fields=["incident_status"])
+    record_event(
+        locked,
+        EventKind.STATUS,
+        actor=None,
+        data={
+            "status": str(target),
+            "previous": str(current),
+            "reason": because,
+            "automatic": True,
+        },
+        summary=f"Status {target.label} (was {current.label}): {because}",
+    )
+    return True
+
+
+@transaction.atomic
+def follow_status(*, investigation: Investigation | Any, status: str, because: str) -> bool:
+    """``_follow_status`` for callers outside an action (the poll cycle's verification):
+    locks the row; a closed investigation is left as it closed."""
+    pk = getattr(investigation, "pk", investigation)
+    locked = Investigation.objects.select_for_update().get(pk=pk)
+    if locked.status != Investigation.Status.OPEN:
+        return False
+    return _follow_status(locked, IncidentStatus(status), because)
+
+
+def commander_id(investigation: Investigation | Any) -> Any:
+    """The incident commander's user id (None: nobody holds command)."""
+    pk = getattr(investigation, "pk", investigation)
+    return (
+        RoleAssignment.objects.filter(
+            investigation_id=pk, role=IncidentRole.COMMANDER, ended_at__isnull=True
+        )
+        .values_list("user_id", flat=True)
+        .first()
+    )
+
+
+def command_refusal(membership: Membership | None, commander: Any) -> str | None:
+    """Why this member may not set the status or assign roles (None: they may): that is for
+    the team's commanders and the investigation's incident commander (``commander``: the
+    incident commander's user id, see ``commander_id``)."""
+    if membership is not None and (
+        membership.allows(Role.COMMANDER)
+        or (
+            membership.allows(Role.RESPONDER)
+            and commander is not None
+            and membership.user_id == commander
+        )
+    ):
+        return None
+    return "only the incident commander or a team commander may do this"
+
+
+@transaction.atomic
+def set_status(
+    *, investigation: Investigation, status: str, reason: str, user: Actor | Any | None
+) -> Investigation:
+    """A commander sets the incident status, either way, with a reason: both on the timeline
+    and in the audit log. The automatic following goes on from wherever they set it."""
+    try:
+        new = IncidentStatus(status)
+    except ValueError:
+        raise ValueError(f"unknown status {status!r}") from None
+    reason = reason.strip()[:1000]
+    if not reason:
+        raise ValueError("changing the status needs a reason")
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise InvestigationClosed("given another status")
+    previous = IncidentStatus(locked.incident_status)
+    if previous == new:
+        raise ValueError(f"the status is already {new.label.lower()}")
+    locked.incident_status = new
+    locked.save(update_fields=["incident_status"])
+    record_event(
+        locked,
+        EventKind.STATUS,
+        actor=user,
+        data={"status": str(new), "previous": str(previous), "reason": reason, "automatic": False},
+        summary=f"Status {new.label} (was {previous.label}): {reason}",
+    )
+    investigation.incident_status = new
+    return locked
+
+
+# --- Incident roles ---------------------------------------------------------------------------
+
+
+def assignable_members(investigation: Investigation):
+    """Who may hold an incident role: the team's members who may act in it (responders and
+    commanders; a viewer could not do the job)."""
+    return (
+        Membership.objects.filter(
+            team_id=investigation.team_id, role__in=[Role.RESPONDER, Role.COMMANDER]
+        )
+        .select_related("user")
+        .order_by("user__username")
+    )
+
+
+@transaction.atomic
+def assign_role(
+    *,
+    investigation: Investigation,
+    role: str,
+    username: str,
+    reason: str,
+    user: Actor | Any | None,
+) -> RoleAssignment:
+    """Give ``role`` to a member of the investigation's team. Giving a one-holder role
+    (commander, scribe, communications lead) to someone else ends the current holder's: for
+    the commander that is a handover, which needs a reason. Both go on the timeline and in
+    the audit log."""
+    try:
+        new_role = IncidentRole(role)
+    except ValueError:
+        raise ValueError(f"unknown role {role!r}") from None
+    reason = reason.strip()[:1000]
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise InvestigationClosed("given new roles")
+    member = assignable_members(locked).filter(user__username=username).first()
+    if member is None:
+        raise ValueError(f"{username or 'nobody'} is not a responder or commander of this team")
+    current = RoleAssignment.objects.select_for_update().filter(
+        investigation=locked, role=new_role, ended_at__isnull=True
+    )
+    if current.filter(user=member.user).exists():
+        raise ValueError(f"{username} is already {new_role.label.lower()}")
+    previous = ""
+    if new_role in SINGLE_HOLDER_ROLES:
+        held = current.first()
+        if held is not None:
+            previous = held.shown_name
+            held.ended_at = timezone.now()
+            held.save(update_fields=["ended_at"])
+    handover = new_role == IncidentRole.COMMANDER and bool(previous)
+    if handover and not reason:
+        raise ValueError("a handover of command needs a reason")
+    assignment = RoleAssignment.objects.create(
+        investigation=locked, role=new_role, user=member.user, user_name=username[:200]
+    )
+    op = "handover" if handover else "assign"
+    if handover:
+        summary = f"Command handed over from {previous} to {username}"
+    else:
+        was = f" (was {previous})" if previous else ""
+        summary = f"{new_role.label}: {username}{was}"
+    record_event(
+        locked,
+        EventKind.ROLE,
+        actor=user,
+        data={
+            "role": str(new_role),
+            "user": username,
+            "previous": previous,
+            "op": op,
+            "reason": reason,
+        },
+        summary=summary + (f": {reason}" if reason else ""),
+        obj=assignment,
+    )
+    return assignment
+
+
+@transaction.atomic
+def release_role(
+    *,
+    investigation: Investigation,
+    role: str,
+    username: str,
+    reason: str,
+    user: Actor | Any | None,
+) -> RoleAssignment:
+    """End someone's role (a responder who went off shift). The commander is never left
+    empty this way: command is handed over, not dropped."""
+    try:
+        old_role = IncidentRole(role)
+    except ValueError:
+        raise ValueError(f"unknown role {role!r}") from None
+    if old_role == IncidentRole.COMMANDER:
+        raise ValueError("command is handed over to someone, not released")
+    locked = Investigation.objects.select_for_update().get(pk=investigation.pk)
+    if locked.status != Investigation.Status.OPEN:
+        raise InvestigationClosed("given new roles")
+    held = (
+        RoleAssignment.objects.select_for_update()
+        .filter(investigation=locked, role=old_role, ended_at__isnull=True)
+        .filter(user__username=username)
+        .first()
+    )
+    if held is None:
+        raise ValueError(f"{username or 'nobody'} is not {old_role.label.lower()}")
+    held.ended_at = timezone.now()
+    held.save(update_fields=["ended_at"])
+    reason = reason.strip()[:1000]
+    record_event(
+        locked,
+        EventKind.ROLE,
+        actor=user,
+        data={
+            "role": str(old_role),
+            "user": "",
+            "previous": held.shown_name,
+            "op": "release",
+            "reason": reason,
+        },
+        summary=f"{old_role.label} {held.shown_name} released" + (f": {reason}" if reason else ""),
+        obj=held,
+    )
+    return held

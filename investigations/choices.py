@@ -86,6 +86,13 @@ class EventKind(_Choices):
     # The severity set or changed: data holds severity* (new), previous* ("" when unset)
     # and reason.
     SEVERITY = "severity"
+    # The incident status moved (IncidentStatus): data holds status*, previous*, reason and
+    # automatic* (True when it followed a decision, a fix, the verification or the close).
+    STATUS = "status"
+    # An incident role assigned, handed over or released (IncidentRole): data holds role*,
+    # user* (the holder's username; "" when released), previous* (the holder before, "" when
+    # none), op* (assign, handover, release) and reason.
+    ROLE = "role"
 
 
 class Severity(_Choices):
@@ -116,3 +123,46 @@ SEVERITY_DEFINITIONS: dict[str, str] = {
     Severity.SEV4: "Low: little or no user impact (a cosmetic issue, a near miss, one replica "
     "affected). Tracked, no paging.",
 }
+
+
+class IncidentStatus(_Choices):
+    """Where the incident stands, as on-call status pages say it. It follows the record
+    forward where it can (a confirmed cause: identified; a recorded fix: monitoring; the
+    fix's verification passing or the close: resolved) and a commander may set it, with a
+    reason, either way."""
+
+    INVESTIGATING = "investigating"
+    IDENTIFIED = "identified"
+    MONITORING = "monitoring"
+    RESOLVED = "resolved"
+
+
+STATUS_RANK: dict[str, int] = {status: rank for rank, status in enumerate(IncidentStatus)}
+"""The order the statuses follow; the automatic following only ever moves forward."""
+
+
+class IncidentRole(_Choices):
+    """A person's role in one investigation (not their team role, which says what they
+    may do): one commander, scribe and communications lead at a time, any responders."""
+
+    COMMANDER = "commander"
+    SCRIBE = "scribe"
+    COMMS_LEAD = "comms_lead"
+    RESPONDER = "responder"
+
+    @property
+    def label(self) -> str:
+        return ROLE_LABELS[self]
+
+
+ROLE_LABELS: dict[str, str] = {
+    IncidentRole.COMMANDER: "Incident commander",
+    IncidentRole.SCRIBE: "Scribe",
+    IncidentRole.COMMS_LEAD: "Communications lead",
+    IncidentRole.RESPONDER: "Responder",
+}
+
+SINGLE_HOLDER_ROLES = frozenset(
+    {IncidentRole.COMMANDER, IncidentRole.SCRIBE, IncidentRole.COMMS_LEAD}
+)
+"""Roles one person holds at a time: assigning one to someone else is a handover."""

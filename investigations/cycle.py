@@ -23,6 +23,7 @@ from investigations import actions, fixplans, live
 from investigations.choices import (
     DecisionAction,
     EventKind,
+    IncidentStatus,
     NodeState,
     Suggestion,
     VerificationState,
@@ -112,6 +113,12 @@ def _evaluate_one(investigation_id, cycle: datetime) -> int:
         events.append(verification)
     for kind, summary, data in events:
         record_event(investigation, kind, actor=None, summary=summary, data=data)
+    if verification is not None and verification.data["state"] == VerificationState.PASSING:
+        actions.follow_status(
+            investigation=investigation,
+            status=IncidentStatus.RESOLVED,
+            because=f"verification of {state.fix.key} passing",
+        )
     for node in automatic:
         written += _auto_decide(investigation, node, streaks[node.key])
     suggestions["_streaks"] = streaks

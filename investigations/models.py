@@ -10,7 +10,13 @@ from django.conf import settings
 from django.db import models
 
 from deployments.models import Deployment
-from investigations.choices import DecisionAction, EventKind, Severity
+from investigations.choices import (
+    DecisionAction,
+    EventKind,
+    IncidentRole,
+    IncidentStatus,
+    Severity,
+)
 from teams.models import Team
 
 
@@ -29,6 +35,13 @@ class Investigation(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     # "" until someone sets it; every setting is a timeline event with its reason.
     severity = models.CharField(max_length=8, choices=Severity.choices(), blank=True)
+    # Where the incident stands (investigating ... resolved), beside ``status`` (open or
+    # closed: whether the record may still change). Every move is a timeline event.
+    incident_status = models.CharField(
+        max_length=16,
+        choices=IncidentStatus.choices(),
+        default=IncidentStatus.INVESTIGATING.value,
+    )
     is_drill = models.BooleanField(default=False)
     opened_at = models.DateTimeField(auto_now_add=True)
     opened_by = models.ForeignKey(
@@ -143,6 +156,47 @@ class TimelineEvent(models.Model):
         if self.actor is not None:
             return self.actor.get_username()
         return self.actor_name or "automation"
+
+
+class RoleAssignment(models.Model):
+    """Who holds an incident role in one investigation, from when until when. Rows are
+    never deleted: a handover or a release ends one (``ended_at``), so the roles anyone
+    held stay on the record. Written only by ``investigations.actions``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    investigation = models.ForeignKey(Investigation, on_delete=models.CASCADE, related_name="roles")
+    role = models.CharField(max_length=16, choices=IncidentRole.choices())
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    user_name = models.CharField(
+        max_length=200, help_text="The holder, as text that outlives users."
+    )
+    assigned_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["investigation", "assigned_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["investigation", "role"],
+                condition=models.Q(ended_at__isnull=True)
+                & ~models.Q(role=IncidentRole.RESPONDER.value),
+                name="one_holder_per_incident_role",
+            ),
+            models.UniqueConstraint(
+                fields=["investigation", "role", "user"],
+                condition=models.Q(ended_at__isnull=True),
+                name="one_current_assignment_per_person_and_role",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_role_display()}: {self.user_name}"
+
+    @property
+    def shown_name(self) -> str:
+        return self.user.get_username() if self.user is not None else self.user_name
 
 
 class FixRecord(models.Model):

@@ -20,6 +20,8 @@ alert          labels, fingerprint*, status* (firing, resolved), ends_at
 artifact       artifact or target
 status_update  update* (the comms.StatusUpdate id), text
 severity       severity*, previous* ("" when unset), reason
+status         status*, previous*, reason, automatic*
+role           role*, user* ("" when released), previous* ("" when none), op*, reason
 =============  =============================================================
 """
 
@@ -40,12 +42,17 @@ SUMMARY_MAX = 500
 
 # The audit action each kind of event is, when it is someone's action. Kinds absent here
 # are what automation observed (the alarm, a suggestion, a verification state, an alert
-# folded in, an artifact's analysis): timeline only.
-AUDITED: dict[EventKind, Callable[[Mapping[str, Any]], str]] = {
+# folded in, an artifact's analysis): timeline only. None: this event is not an action (a
+# status that followed a decision, a fix or the verification: that action is audited).
+AUDITED: dict[EventKind, Callable[[Mapping[str, Any]], str | None]] = {
     EventKind.OPENED: lambda data: Action.INVESTIGATION_OPEN,
     EventKind.DECISION: lambda data: Action.DECISION,
     EventKind.FIX: lambda data: Action.FIX,
     EventKind.CLOSED: lambda data: Action.CLOSE_OVERRIDE if data.get("override") else Action.CLOSE,
+    EventKind.SEVERITY: lambda data: Action.SEVERITY,
+    EventKind.STATUS_UPDATE: lambda data: Action.STATUS_UPDATE,
+    EventKind.STATUS: lambda data: None if data.get("automatic") else Action.INCIDENT_STATUS,
+    EventKind.ROLE: lambda data: Action.HANDOVER if data.get("op") == "handover" else Action.ROLE,
 }
 
 
@@ -80,7 +87,8 @@ def record_event(
             summary=summary[:SUMMARY_MAX],
             data=dict(data),
         )
-        action = AUDITED.get(kind)
+        audited = AUDITED.get(kind)
+        action = audited(data) if audited is not None else None
         if action is not None:
             row = (
                 investigation
@@ -88,7 +96,7 @@ def record_event(
                 else Investigation.objects.get(pk=investigation_id)
             )
             audit.record(
-                action(data),
+                action,
                 actor=who,
                 investigation=row,
                 obj=obj if obj is not None else row,

@@ -24,6 +24,12 @@ urlpatterns = [
         views.set_severity,
         name="set_severity",
     ),
+    path(
+        "investigations/<uuid:investigation_id>/incident-status/",
+        views.set_status,
+        name="set_status",
+    ),
+    path("investigations/<uuid:investigation_id>/roles/", views.assign_role, name="assign_role"),
     path("investigations/<uuid:investigation_id>/close/", views.close, name="close"),
     path("investigations/<uuid:investigation_id>/gate.yml", views.gate_rules, name="gate"),
     path("investigations/<uuid:investigation_id>/audit/", views.audit_log, name="audit"),

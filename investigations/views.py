@@ -7,6 +7,7 @@ import uuid
 
 from django.contrib import messages
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,7 +25,13 @@ from deployments.budget import (
 )
 from investigations import actions, controllers, fixplans, live, panels
 from investigations.access import get_investigation, investigation_access
-from investigations.choices import NodeState, Severity, Suggestion
+from investigations.choices import (
+    IncidentRole,
+    IncidentStatus,
+    NodeState,
+    Severity,
+    Suggestion,
+)
 from investigations.evidence import frozen_evidence
 from investigations.forms import DecisionForm, OpenInvestigationForm
 from investigations.gate import alert_rule, rules_yaml
@@ -170,7 +177,77 @@ def investigation_detail(request: HttpRequest, investigation_id) -> HttpResponse
         context["unrecognised_log_lines"] = panels.unrecognised_log_lines(
             granted.obj, timezone.now()
         )
+    context.update(_command_context(granted))
     return render(request, "investigations/detail.html", context)
+
+
+def _command_context(granted) -> dict:
+    """The status and roles panels: who holds which incident role, and the forms for those
+    who may change them (team commanders and the incident commander)."""
+    investigation = granted.obj
+    holders = list(investigation.roles.filter(ended_at__isnull=True).select_related("user"))
+    commander = next((a for a in holders if a.role == IncidentRole.COMMANDER), None)
+    can_lead = (
+        actions.command_refusal(granted.membership, commander.user_id if commander else None)
+        is None
+        and investigation.status == investigation.Status.OPEN
+    )
+    return {
+        "incident_commander": commander,
+        "role_holders": holders,
+        "can_lead": can_lead,
+        "statuses": list(IncidentStatus),
+        "incident_roles": list(IncidentRole),
+        "assignable": list(actions.assignable_members(investigation)) if can_lead else [],
+    }
+
+
+def _lead_access(user, investigation_id):
+    """The investigation, for a team commander or its incident commander; 403 otherwise."""
+    granted = investigation_access(user, investigation_id, Role.RESPONDER)
+    refusal = actions.command_refusal(granted.membership, actions.commander_id(granted.obj))
+    if refusal:
+        raise PermissionDenied(refusal)
+    return granted.obj
+
+
+@require_POST
+def set_status(request: HttpRequest, investigation_id) -> HttpResponse:
+    """The incident commander or a team commander moves the status, with a reason."""
+    investigation = _lead_access(request.user, investigation_id)
+    try:
+        actions.set_status(
+            investigation=investigation,
+            status=request.POST.get("status", "")[:16],
+            reason=request.POST.get("reason", "")[:1000],
+            user=request.user,
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Status set to {investigation.get_incident_status_display()}.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
+
+
+@require_POST
+def assign_role(request: HttpRequest, investigation_id) -> HttpResponse:
+    """Assign an incident role (giving command to someone else is a handover) or release
+    one (``op=release``)."""
+    investigation = _lead_access(request.user, investigation_id)
+    action = actions.release_role if request.POST.get("op") == "release" else actions.assign_role
+    try:
+        action(
+            investigation=investigation,
+            role=request.POST.get("role", "")[:16],
+            username=request.POST.get("username", "")[:150],
+            reason=request.POST.get("reason", "")[:1000],
+            user=request.user,
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Roles updated.")
+    return redirect("investigations:detail", investigation_id=investigation.pk)
 
 
 @require_GET

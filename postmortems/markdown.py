@@ -85,6 +85,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     add(f"- **Opened:** {when(doc['opened_at'])} by {inline(doc['opened_by'])}")
     closed = when(doc["closed_at"]) if doc["closed_at"] else "still open"
     add(f"- **Closed:** {closed}")
+    add(f"- **Severity:** {doc['severity']['current'] or 'not set'}")
+    add(f"- **Status:** {doc['incident_status']['current']}")
+    add(f"- **Incident commander:** {inline(doc['roles']['commander'] or 'not assigned')}")
     add(f"- **Investigation:** `{doc['id']}` · playbook `{doc['playbook']}`")
     version = doc["version"]
     if version:
@@ -101,6 +104,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     _tree(add, doc)
     _fix(add, doc)
     _gate(add, doc)
+    _command(add, doc)
     _timeline(add, doc)
     _action_items(add, doc)
     for key in ("went_well", "went_wrong", "lucky", "narrative"):
@@ -268,6 +272,59 @@ def _gate(add, doc) -> None:
                 f"{abs(bt['lead_s']):.0f} s {side} the alarm.")  # fmt: skip
     add("")
     add(code_block(gate["rule_yaml"], "yaml"))
+
+
+def _command(add, doc) -> None:
+    _section(add, "Severity, status and roles")
+    add("### Severity")
+    add("")
+    changes = doc["severity"]["changes"]
+    if not changes:
+        add("Never set.")
+    else:
+        add("| Time (UTC) | Severity | Was | Who | Why |")
+        add("|---|---|---|---|---|")
+        for c in changes:
+            add(
+                f"| {when(c['at'])} | {c['severity']} | {c['previous'] or 'not set'} | "
+                f"{inline(c['actor'])} | {inline(c['reason'])} |"
+            )
+    add("")
+    add("### Status history")
+    add("")
+    if not doc["incident_status"]["changes"]:
+        add("Investigating throughout.")
+    else:
+        add("| Time (UTC) | Status | Was | Who | Why |")
+        add("|---|---|---|---|---|")
+        for c in doc["incident_status"]["changes"]:
+            add(
+                f"| {when(c['at'])} | {c['status']} | {c['previous']} | {inline(c['actor'])} | "
+                f"{inline(c['reason'])} |"
+            )
+    add("")
+    add("### Roles")
+    add("")
+    roles = doc["roles"]
+    if not roles["current"]:
+        add("Nobody held a role.")
+    for r in roles["current"]:
+        add(f"- **{r['role']}:** {inline(', '.join(r['names']))}")
+    if roles["history"]:
+        add("")
+        add("| Time (UTC) | Role | What | Who | By | Why |")
+        add("|---|---|---|---|---|---|")
+        for h in roles["history"]:
+            what = {
+                "handover": f"handed over from {inline(h['previous'])}",
+                "release": "released",
+                "opened": "opened it",
+            }.get(h["op"], "assigned")
+            who = h["previous"] if h["op"] == "release" else h["who"]
+            add(
+                f"| {when(h['at'])} | {h['role']} | {what} | {inline(who)} | "
+                f"{inline(h['actor'])} | {inline(h['reason'])} |"
+            )
 
 
 def _timeline(add, doc) -> None:

@@ -22,7 +22,17 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from investigations.choices import STATE_AFTER, DecisionAction, EventKind, NodeState
+from investigations.choices import (
+    ROLE_LABELS,
+    SINGLE_HOLDER_ROLES,
+    STATE_AFTER,
+    DecisionAction,
+    EventKind,
+    IncidentRole,
+    IncidentStatus,
+    NodeState,
+    Severity,
+)
 from investigations.gate import rules_yaml
 from postmortems.models import SECTIONS
 
@@ -74,6 +84,9 @@ def build_document(data: RecordInput) -> dict:
         "detection": detection(data, breaches),
         "impact": impact(breaches, data.request_rate),
         "timeline": [_event(e) for e in data.timeline],
+        "severity": severity_section(inv, data.timeline),
+        "incident_status": status_section(inv, data.timeline),
+        "roles": roles_section(inv, data.timeline),
         "tree": tree,
         "eliminated": [n for n in tree if n["state"] == NodeState.ELIMINATED],
         "confirmed": [n for n in tree if n["state"] == NodeState.CONFIRMED],
@@ -92,6 +105,104 @@ def opened_by(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]] = ()
     """A person's name, or what opened it (an alert, the API), as stored when it opened
     (``Investigation.opened_by_name``); never parsed back out of the timeline's wording."""
     return inv.get("opened_by_name") or inv.get("opened_by") or "automation"
+
+
+def _label(choices: type[Severity] | type[IncidentStatus], value: Any) -> str:
+    try:
+        return choices(value).label
+    except ValueError:
+        return str(value or "")
+
+
+def severity_section(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> dict:
+    """The severity as it closed and every setting with its reason, from the timeline's
+    severity events (their data, never their wording)."""
+    changes = [
+        {
+            "at": e["at"],
+            "severity": _label(Severity, (e.get("data") or {}).get("severity")),
+            "previous": _label(Severity, (e.get("data") or {}).get("previous")),
+            "reason": (e.get("data") or {}).get("reason", ""),
+            "actor": e["actor"] or "automation",
+        }
+        for e in timeline
+        if e["kind"] == EventKind.SEVERITY
+    ]
+    return {"current": _label(Severity, inv.get("severity")), "changes": changes}
+
+
+def status_section(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> dict:
+    """The incident status as it closed and its history: each move, by whom or after what,
+    with its reason."""
+    changes = []
+    for e in timeline:
+        if e["kind"] != EventKind.STATUS:
+            continue
+        data = e.get("data") or {}
+        changes.append(
+            {
+                "at": e["at"],
+                "status": _label(IncidentStatus, data.get("status")),
+                "previous": _label(IncidentStatus, data.get("previous")),
+                "reason": data.get("reason", ""),
+                "automatic": bool(data.get("automatic")),
+                "actor": "followed the record" if data.get("automatic") else e["actor"],
+            }
+        )
+    current = _label(IncidentStatus, inv.get("incident_status") or IncidentStatus.INVESTIGATING)
+    return {"current": current, "changes": changes}
+
+
+def roles_section(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> dict:
+    """Who held each incident role (at the close, or now) and every assignment, handover
+    and release. The first commander is whoever opened it, when a person did."""
+    holders: dict[str, list[str]] = {}
+    history: list[dict] = []
+    first = inv.get("opened_by") or ""
+    if first:
+        holders[IncidentRole.COMMANDER] = [first]
+        history.append(
+            {
+                "at": inv["opened_at"],
+                "role": ROLE_LABELS[IncidentRole.COMMANDER],
+                "who": first,
+                "op": "opened",
+                "previous": "",
+                "reason": "",
+                "actor": first,
+            }
+        )
+    for e in timeline:
+        if e["kind"] != EventKind.ROLE:
+            continue
+        data = e.get("data") or {}
+        role, who, previous = data.get("role", ""), data.get("user", ""), data.get("previous", "")
+        held = holders.setdefault(role, [])
+        if data.get("op") == "release":
+            if previous in held:
+                held.remove(previous)
+        elif role in SINGLE_HOLDER_ROLES:
+            holders[role] = [who]
+        elif who not in held:
+            held.append(who)
+        history.append(
+            {
+                "at": e["at"],
+                "role": ROLE_LABELS.get(role, role),
+                "who": who,
+                "op": data.get("op", ""),
+                "previous": previous,
+                "reason": data.get("reason", ""),
+                "actor": e["actor"] or "automation",
+            }
+        )
+    current = [
+        {"role": ROLE_LABELS[role], "names": holders[role]}
+        for role in IncidentRole
+        if holders.get(role)
+    ]
+    commander = holders.get(IncidentRole.COMMANDER) or []
+    return {"current": current, "commander": commander[0] if commander else "", "history": history}
 
 
 def alarm_breaches(timeline: Sequence[Mapping[str, Any]], *, end: datetime) -> list[dict]:
@@ -538,6 +649,8 @@ def load_document(
             "title": str(investigation),
             "symptom": investigation.symptom,
             "status": investigation.status,
+            "severity": investigation.severity,
+            "incident_status": investigation.incident_status,
             "is_drill": investigation.is_drill,
             "opened_at": investigation.opened_at,
             "opened_by": name(investigation.opened_by),

@@ -41,6 +41,8 @@ def review_list(request: HttpRequest) -> HttpResponse:
         "title",
         "symptom",
         "status",
+        "incident_status",
+        "severity",
         "is_drill",
         "opened_at",
         "closed_at",

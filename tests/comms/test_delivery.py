@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from audit.models import AuditEntry
 from comms import actions
 from comms.delivery import send_delivery
 from comms.models import ChatKind, ChatWebhook, Delivery, DeliveryState, StatusUpdate
@@ -97,6 +98,18 @@ def test_an_update_is_on_the_timeline_with_its_id(investigation, responder):
         "actor": responder.username,
         "summary": "Status: Identified: KV cache pressure",
     }.items() <= next(e for e in timeline if e["kind"] == "status_update").items()
+
+
+def test_an_update_is_audited_with_the_post(investigation, responder):
+    update = actions.post_status_update(
+        investigation=investigation, text="Mitigating", user=responder
+    )
+    entry = AuditEntry.objects.get(action="investigation.status_update")
+    assert (entry.actor, entry.investigation_id, entry.team_id) == (
+        responder, investigation.pk, investigation.team_id,
+    )  # fmt: skip
+    assert (entry.object_type, entry.object_id) == ("comms.statusupdate", str(update.pk))
+    assert entry.data == {"update": str(update.pk), "text": "Mitigating"}
 
 
 def test_a_sent_delivery_is_never_sent_again(investigation, responder, team, base, inbox):

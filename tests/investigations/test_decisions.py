@@ -50,7 +50,8 @@ def test_a_responder_confirms_with_a_reason_and_the_evidence_is_frozen(
     decision.refresh_from_db()
     assert decision.evidence["checks"][0]["measured"] == 0.94
     kinds = list(TimelineEvent.objects.values_list("kind", flat=True).order_by("at", "pk"))
-    assert kinds == ["opened", "decision"]
+    # A confirmed root cause moves the status to identified (tests/investigations/test_status.py).
+    assert kinds == ["opened", "decision", "status"]
 
 
 def test_viewers_cannot_decide_and_outsiders_cannot_see(

@@ -192,9 +192,10 @@ def test_fifty_hypotheses_over_fifty_thousand_observations_in_a_fixed_number_of_
     # Session, user, investigation, membership, fix, targets (kinds and the read's
     # version), observations (one read), decisions, the probe strip (which also says
     # whether there are profiler targets), can_respond, the opener, the status updates
-    # (comms), timeline, artifacts, the audit log, and (the first view in a poll cycle) the
-    # gate's replay: targets and observations.
-    with django_assert_max_num_queries(17):
+    # (comms), the incident roles and (for who may assign them) the team's members,
+    # timeline, artifacts, the audit log, and (the first view in a poll cycle) the gate's
+    # replay: targets and observations.
+    with django_assert_max_num_queries(19):
         page = client.get(page_url)
     html = page.content.decode()
     assert page.status_code == 200
@@ -203,7 +204,7 @@ def test_fifty_hypotheses_over_fifty_thousand_observations_in_a_fixed_number_of_
     assert 'data-testid="budget-panel"' in html and "failing 3x" in html
     # The replay is cached for the poll cycle, and the observation read is reused until
     # something new is stored (investigations.observations.load_observations).
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(16):
         warm = client.get(page_url).content.decode()
     assert "Regression gate: AtlasSynthetic" in warm
     with django_assert_max_num_queries(9):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from audit.models import AuditEntry
 from investigations import actions
 from investigations.choices import SEVERITY_DEFINITIONS, EventKind, Severity
 from investigations.models import Investigation, TimelineEvent
@@ -40,6 +41,23 @@ def test_setting_then_changing_records_both_with_the_reason(investigation, respo
         {"severity": "sev1", "previous": "sev3", "reason": "all replicas OOM"},
     ]
     assert events.get(data__severity="sev1").summary == "Severity SEV1 (was SEV3): all replicas OOM"
+
+
+def test_every_setting_is_audited_with_who_and_why(investigation, responder):
+    actions.set_severity(investigation=investigation, severity="sev3", reason="", user=responder)
+    actions.set_severity(
+        investigation=investigation, severity="sev2", reason="error rate x4", user=responder
+    )
+    entries = AuditEntry.objects.filter(action="investigation.severity").order_by("at", "id")
+    assert [(e.actor, e.investigation_id, e.data) for e in entries] == [
+        (responder, investigation.pk, {"severity": "sev3", "previous": "", "reason": ""}),
+        (
+            responder,
+            investigation.pk,
+            {"severity": "sev2", "previous": "sev3", "reason": "error rate x4"},
+        ),
+    ]
+    assert entries[1].summary == "Severity SEV2 (was SEV3): error rate x4"
 
 
 def test_unknown_same_or_closed_is_refused(investigation, commander):

@@ -56,7 +56,19 @@ def test_what_automation_observed_is_timeline_only(investigation):
     for kind in set(EventKind) - set(AUDITED):
         record_event(investigation, kind, actor=None, summary=f"{kind} happened", data={})
     assert AuditEntry.objects.count() == before
-    assert set(AUDITED) == {EventKind.OPENED, EventKind.DECISION, EventKind.FIX, EventKind.CLOSED}
+    assert set(AUDITED) == {
+        EventKind.OPENED,
+        EventKind.DECISION,
+        EventKind.FIX,
+        EventKind.CLOSED,
+        EventKind.SEVERITY,
+        EventKind.STATUS_UPDATE,
+        EventKind.STATUS,
+        EventKind.ROLE,
+    }
+    # A status that followed the record (a fix, the verification) is not someone's action.
+    record_event(investigation, EventKind.STATUS, actor=None, summary="s", data={"automatic": True})
+    assert AuditEntry.objects.count() == before
 
 
 def test_every_action_event_carries_its_structured_data(investigation, responder):

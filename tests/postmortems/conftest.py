@@ -69,8 +69,10 @@ def t0(frozen_now):
 
 
 def _latest_event(investigation, when) -> None:
-    event = TimelineEvent.objects.filter(investigation=investigation).order_by("-pk").first()
-    TimelineEvent.objects.filter(pk=event.pk).update(at=when)
+    """Date what the last action wrote at ``when``: its event and any that followed it (a
+    confirmed cause or a fix moves the status too). Written now (the frozen clock, after
+    every ``when`` here), so they are the only events later than ``when``."""
+    TimelineEvent.objects.filter(investigation=investigation, at__gt=when).update(at=when)
 
 
 def _alarm(investigation, when, firing: bool, measured: float) -> None:

@@ -39,7 +39,7 @@ from deployments.budget import Budget
 from deployments.models import ControllerKind, Deployment, EngineController
 from drills.models import Drill, DrillRange
 from investigations import tokens
-from investigations.models import Decision, FixRecord, Investigation
+from investigations.models import Decision, FixRecord, Investigation, RoleAssignment
 from postmortems.models import ActionItem, Export, Postmortem, PostmortemVersion
 from probes.models import Target, TargetKind
 from review.models import ReviewComment
@@ -237,6 +237,15 @@ MATRIX: dict[str, Page | Api] = {
     "investigations:record_fix": Page(post=members(RESPONDER, 302), data=lambda w: {"node": NODE}),
     "investigations:set_severity": Page(
         post=members(RESPONDER, 302), data=lambda w: {"severity": "sev2", "reason": "p95 x3"}
+    ),
+    # The world's investigation is commanded by nobody (created without the open action):
+    # team commanders only. An incident commander who is a responder: tests/investigations.
+    "investigations:set_status": Page(
+        post=members(COMMANDER, 302), data=lambda w: {"status": "identified", "reason": "KV"}
+    ),
+    "investigations:assign_role": Page(
+        post=members(COMMANDER, 302),
+        data=lambda w: {"role": "scribe", "username": w.users[RESPONDER].username},
     ),
     "investigations:close": Page(
         post=members(COMMANDER, 302), data=lambda w: {"override": "matrix test"}
@@ -511,7 +520,14 @@ def _state(world: World) -> tuple:
         ReviewComment.objects.filter(investigation__team=team).count(),
         Drill.objects.filter(range__team=team, finished_at__isnull=True).count(),
         StatusUpdate.objects.filter(investigation__team=team).count(),
-        sorted(Investigation.objects.filter(team=team).values_list("pk", "severity")),
+        sorted(
+            Investigation.objects.filter(team=team).values_list("pk", "severity", "incident_status")
+        ),
+        sorted(
+            RoleAssignment.objects.filter(investigation__team=team).values_list(
+                "role", "user_name", "ended_at"
+            )
+        ),
         sorted(ChatWebhook.objects.filter(team=team).values_list("name", "enabled")),
     )
 
