@@ -31,7 +31,7 @@ USERS = {
     "alice": ["atlas-leads", "staff"],
     "bob": ["marketing"],
     "carol": ["atlas-oncall"],
-    "commander": ["atlas-readers"],  # the same name as the local break-glass fixture user
+    "cora-commander": ["atlas-readers"],  # the local commander fixture's name (tests/conftest.py)
 }
 
 
