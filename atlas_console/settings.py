@@ -14,6 +14,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from atlas_console import env
+from sso import config as sso_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 ENVIRON = os.environ
@@ -73,6 +74,7 @@ INSTALLED_APPS = [
     "review",
     "drills",
     "comms",
+    "sso",
     "audit",
     "axes",
 ]
@@ -112,6 +114,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "atlas_console.context_processors.atlas",
+                "sso.context_processors.sso",
             ],
         },
     },
@@ -151,6 +154,20 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on (sso/, README "Single sign-on"): OpenID Connect through
+# mozilla-django-oidc, off unless ATLAS_OIDC_CLIENT_ID is set; then its backend is added
+# after axes' and the local one, so the local login form (break-glass accounts) and its
+# lockout stay as they are. The IdP's endpoints are trusted operator configuration: the
+# server calls them directly, not through the probes' network guard.
+try:
+    _sso = sso_config.django_settings(ENVIRON, production=PRODUCTION)
+except sso_config.ConfigError as _error:
+    raise ImproperlyConfigured(str(_error)) from _error
+for _name, _value in _sso.items():
+    globals()[_name] = _value
+if _sso["ATLAS_OIDC_ENABLED"]:
+    AUTHENTICATION_BACKENDS.append(sso_config.BACKEND)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -20,6 +20,7 @@ urlpatterns = [
         auth_views.PasswordChangeDoneView.as_view(),
         name="password_change_done",
     ),
+    path("sso/", include("sso.urls")),
     path("teams/", include("teams.urls")),
     path("", include("deployments.urls")),
     path("", include("probes.urls")),

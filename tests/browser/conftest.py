@@ -19,6 +19,7 @@ import pytest
 from django.utils import timezone
 
 from tests.conftest import require_service
+from tests.support.oidc_provider import idp, sso_on  # noqa: F401 - fixtures (test_sso_login)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

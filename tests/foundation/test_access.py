@@ -9,8 +9,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from teams.models import Membership, Role
 
-# Pages that must answer without a session: logging in, and health probes for load balancers.
-PUBLIC = {"login", "healthz"}
+# Pages that must answer without a session: logging in (the local form, and single sign-on's
+# start and IdP callback, which 404 while SSO is off), and health probes for load balancers.
+PUBLIC = {"login", "healthz", "sso:start", "sso:callback"}
 
 
 def _walk(patterns, prefix: str = "", namespace: str = ""):
@@ -38,8 +39,8 @@ def _example_path(route: str) -> str:
 ALL_ROUTES = sorted(
     {
         _example_path(route)
-        for route, pattern, _ in _walk(get_resolver().url_patterns)
-        if pattern.name not in PUBLIC
+        for route, pattern, namespace in _walk(get_resolver().url_patterns)
+        if pattern.name not in PUBLIC and f"{namespace}:{pattern.name}" not in PUBLIC
     }
 )
 

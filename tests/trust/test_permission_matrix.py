@@ -162,6 +162,10 @@ MATRIX: dict[str, Page | Api] = {
     "logout": Page(get=NOT_ALLOWED, post=signed_in(302)),
     "password_change": Page(get=signed_in(200), post=signed_in(200)),
     "password_change_done": Page(get=signed_in(200)),
+    # Single sign-on: routed always, 404 to everyone while it is off (the default, as
+    # here); tests/sso and tests/browser/test_sso_login.py hold them with SSO on.
+    "sso:start": Page(get=everyone(404), post=everyone(404)),
+    "sso:callback": Page(get=everyone(404), post=everyone(404)),
     # Teams.
     "teams:list": Page(get=signed_in(200)),
     "teams:create": Page(post=signed_in(302), data=lambda w: {"name": "Night shift"}),
@@ -585,7 +589,7 @@ def test_the_matrix_has_no_entries_for_urls_that_are_gone():
 def test_the_walk_sees_every_app():
     namespaces = {key.split(":")[0] for key in ROUTES if ":" in key}
     expected = {"teams", "deployments", "investigations", "api", "artifacts", "postmortems"}
-    assert expected | {"review", "drills", "discovery"} <= namespaces
+    assert expected | {"review", "drills", "discovery", "sso"} <= namespaces
     assert len(PAGE_KEYS) + len(API_KEYS) == len(MATRIX)
 
 

@@ -1,0 +1,1 @@
+from tests.support.oidc_provider import idp, sso_on  # noqa: F401 - fixtures
