@@ -375,6 +375,11 @@ if _visibility <= ATLAS_ARTIFACT_TIME_LIMIT + 60:
         "ATLAS_BROKER_VISIBILITY_TIMEOUT must exceed ATLAS_ARTIFACT_TIME_LIMIT + 60 s, or an "
         "artifact still being analysed would be delivered a second time."
     )
+# Bytes of artifacts one team may keep (0: no quota). Without it any responder, API token or
+# profiler endpoint could fill the disk (issue 19, finding 3: 20 x the same 5 MB kept).
+ATLAS_ARTIFACT_TEAM_QUOTA_BYTES = env.env_int(
+    ENVIRON, "ATLAS_ARTIFACT_TEAM_QUOTA_BYTES", 20 * 1024**3, minimum=0
+)
 ATLAS_ARTIFACT_FETCH_TIMEOUT = env.env_int(
     ENVIRON, "ATLAS_ARTIFACT_FETCH_TIMEOUT", 60, minimum=1, maximum=600
 )
