@@ -9,8 +9,11 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .
-RUN useradd --system --home /var/lib/atlas atlas && mkdir -p /var/lib/atlas \
-    && chown atlas /var/lib/atlas
+# media/ and static/ exist (owned by atlas) so that the named volumes compose mounts there
+# start out writable: web stores uploads in media/, the artifact worker reads them.
+RUN useradd --system --home /var/lib/atlas atlas \
+    && mkdir -p /var/lib/atlas/media /var/lib/atlas/static \
+    && chown -R atlas /var/lib/atlas
 USER atlas
 EXPOSE 8000
 CMD ["gunicorn", "atlas_console.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]

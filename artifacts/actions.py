@@ -17,6 +17,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from artifacts import kinds, timeline
@@ -37,6 +38,25 @@ class ClosedInvestigation(UploadRejected):
     @classmethod
     def for_closed(cls) -> ClosedInvestigation:
         return cls("this investigation is closed: its record is frozen and takes no new artifacts")
+
+
+class QuotaExceeded(UploadRejected):
+    """The team's stored artifacts would pass ATLAS_ARTIFACT_TEAM_QUOTA_BYTES."""
+
+
+def check_quota(team_id: int, size: int) -> None:
+    """Refuse ``size`` more bytes for the team past its quota (0: none). Counted from the
+    rows, so a deleted artifact frees its share."""
+    quota = settings.ATLAS_ARTIFACT_TEAM_QUOTA_BYTES
+    if not quota:
+        return
+    used = Artifact.objects.filter(team_id=team_id).aggregate(total=Sum("size_bytes"))["total"]
+    if (used or 0) + size > quota:
+        raise QuotaExceeded(
+            f"the team's artifact storage quota is full ({(used or 0) >> 20:,} of "
+            f"{quota >> 20:,} MiB used; this file needs {max(1, size >> 20):,} MiB): "
+            "delete old artifacts or ask an administrator to raise ATLAS_ARTIFACT_TEAM_QUOTA_BYTES"
+        )
 
 
 def clean_name(name: str) -> str:
@@ -83,6 +103,7 @@ def store(
         if size == 0:
             raise UploadRejected("the file is empty")
         spool.seek(0)
+        check_quota(deployment.team_id, size)
         with transaction.atomic():
             artifact = Artifact(
                 team_id=deployment.team_id,

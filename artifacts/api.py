@@ -88,7 +88,8 @@ def upload(request: HttpRequest, token, investigation_id) -> JsonResponse:
     except actions.ClosedInvestigation as exc:
         return _error(409, str(exc))
     except actions.UploadRejected as exc:
-        status = 413 if "larger than" in str(exc) else 400
+        too_big = "larger than" in str(exc) or isinstance(exc, actions.QuotaExceeded)
+        status = 413 if too_big else 400
         return _error(status, str(exc))
     return JsonResponse(artifact_json(request, artifact), status=202)
 

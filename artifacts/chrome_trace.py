@@ -82,6 +82,7 @@ _CAT_ALIASES = {
 _KEEP_CONTAINERS = ("deviceProperties", "distributedInfo")
 _SYNC_NAMES = re.compile(r"Synchronize$")
 _WS = re.compile(r"[ \t\n\r]*")
+_PADDING = re.compile(r"[ \t\n\r\x00]*")  # after the document: zero padding is harmless
 _MAX_CATEGORY_KEYS = 256
 _DEADLINE_EVERY = 8192
 # Bulk pieces of the traceEvents array: big enough that one msgspec call per piece costs
@@ -104,6 +105,10 @@ class TraceLimits:
     max_annotations: int = 2_000_000
     top_cpu_ops: int = 512
     max_thread_names: int = 10_000
+    # Whitespace between two tokens (or padding after the document). Real traces indent by a
+    # few hundred characters at most; 4 MB of gzip expands to 4 GiB of blanks, which took a
+    # worker 62 s to skip on the way to the expansion cap (issue 19, finding 3).
+    max_blank_chars: int = 16 * MiB
 
 
 DEFAULT_TRACE_LIMITS = TraceLimits()
@@ -215,8 +220,9 @@ def launch_kind(name: str) -> int | None:
 class _Text:
     """A sliding text window over the decoded artifact, refilled on demand."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Iterator[bytes], max_blank: int = 16 * MiB) -> None:
         self._chunks = chunks
+        self.max_blank = max_blank
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
         self.buf = ""
         self.pos = 0
@@ -251,12 +257,22 @@ class _Text:
                 return True
         return False
 
-    def skip_ws(self) -> str:
-        """Skip whitespace; return the next character ("" at end of input)."""
+    def skip_ws(self, blank: re.Pattern[str] = _WS) -> str:
+        """Skip whitespace; return the next character ("" at end of input).
+
+        A run longer than ``max_blank`` is refused as soon as it passes the bound: blanks
+        are bytes that carry no event, so a file of them must cost a bounded read, not the
+        whole expansion cap."""
+        start = self.offset + self.pos
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            self.pos = blank.match(self.buf, self.pos).end()
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
+            if self.offset + self.pos - start > self.max_blank:
+                raise ArtifactRejected(
+                    f"more than {self.max_blank // MiB} MiB of blank characters in a row near "
+                    f"byte {self.approx_byte()} (padding, not trace data)"
+                )
             if not self.fill():
                 return ""
 
@@ -977,10 +993,7 @@ def _read_document(t: _Text, sink: _Sink, limits: TraceLimits, deadline: Deadlin
             + ", ".join(keys[:12])
             + ")"
         )
-    while t.skip_ws() != "":
-        if t.buf[t.pos] == "\x00":  # zero padding after the document is harmless
-            t.pos += 1
-            continue
+    if t.skip_ws(_PADDING) != "":
         raise ArtifactRejected(
             f"unexpected data after the end of the trace object near byte {t.approx_byte()}"
         )
@@ -1015,7 +1028,7 @@ def load_chrome_trace(
     readable trace; never any other exception for bad input.
     """
     deadline = deadline or Deadline(limits.deadline_s)
-    t = _Text(_peeked(stream(source, limits, deadline)))
+    t = _Text(_peeked(stream(source, limits, deadline)), trace_limits.max_blank_chars)
     sink = _Sink(trace_limits)
     meta = _read_document(t, sink, trace_limits, deadline)
     return ChromeTrace(

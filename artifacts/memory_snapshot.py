@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from artifacts import safepickle
-from artifacts.bounded import Deadline, Limits, read_all
+from artifacts.bounded import Deadline, Limits, mapped
 from artifacts.errors import ArtifactRejected
 
 MiB = 1 << 20
@@ -402,7 +402,8 @@ def load_snapshot(
         import io
 
         source = io.BytesIO(source)
-    data = read_all(source, limits, deadline)
-    obj = safepickle.loads(data, pickle_limits, deadline)
-    del data
+    # Mapped, not read into the heap: the expanded bytes were held twice while joined
+    # (2 GiB expanded: 4.26 GB RSS), and once more while the objects were built.
+    with mapped(source, limits, deadline) as data:
+        obj = safepickle.loads(data, pickle_limits, deadline)
     return validate(obj, max_nodes, deadline)

@@ -28,15 +28,16 @@ import functools
 import gc
 import io
 import itertools
+import mmap
 import pickle  # used only through _DataOnlyUnpickler, after the opcode pre-scan
 import pickletools
 import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
-from artifacts.bounded import DEFAULT_LIMITS, Deadline, Limits, read_all
+from artifacts.bounded import DEFAULT_LIMITS, Deadline, Limits, mapped
 from artifacts.errors import ArtifactRejected
 
 MiB = 1 << 20
@@ -105,6 +106,69 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("persistent ids are not allowed")
 
 
+# The pickle's bytes: in memory (small inputs, tests) or a read-only map of the expanded
+# file (``bounded.mapped``), so that a 2 GiB snapshot is not also 2-4 GiB of heap.
+Buffer = bytes | mmap.mmap
+
+
+def _file(data: Buffer) -> IO[bytes]:
+    """A file over ``data`` at offset 0 for pickletools' readers and the unpickler."""
+    if isinstance(data, mmap.mmap):
+        data.seek(0)
+        return data  # type: ignore[return-value]  # mmap has read/readline/seek/tell
+    return io.BytesIO(data)
+
+
+_DROP_EVERY = 64 * MiB
+
+
+def _drop(view: mmap.mmap, start: int = 0, end: int | None = None) -> None:
+    """Unmap pages already read (they stay in the page cache): touched pages of a map count
+    in the process's RSS until dropped, which would bring back the copy the map avoids."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        end = len(view) if end is None else end
+        if end > start:
+            view.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+class _MapReader(io.RawIOBase):
+    """The map front to back for the unpickler, dropping each 64 MiB behind it."""
+
+    def __init__(self, view: mmap.mmap) -> None:
+        self.view = view
+        self.pos = 0
+        self.dropped = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self.view) - self.pos)
+        buffer[:n] = self.view[self.pos : self.pos + n]
+        self.pos += n
+        if self.pos - self.dropped >= _DROP_EVERY:
+            cut = self.pos - self.pos % mmap.PAGESIZE
+            _drop(self.view, self.dropped, cut)
+            self.dropped = cut
+        return n
+
+
+def _stream(data: Buffer) -> IO[bytes]:
+    """The unpickler's input: bytes in memory, or the map read front to back."""
+    if isinstance(data, mmap.mmap):
+        _drop(data)  # the scans touched every page
+        return io.BufferedReader(_MapReader(data), 1 * MiB)
+    return io.BytesIO(data)
+
+
+def _count(data: Buffer, byte: bytes) -> int:
+    """``data.count(byte)`` (an mmap has no count), 16 MiB at a time."""
+    if isinstance(data, bytes):
+        return data.count(byte)
+    step = 16 * MiB
+    return sum(data[i : i + step].count(byte) for i in range(0, len(data), step))
+
+
 def _reject(reason: str) -> ArtifactRejected:
     return ArtifactRejected(reason)
 
@@ -127,7 +191,7 @@ def _pop(stack: list[int], marks: list[int], n: int, name: str, pos: int) -> lis
     return items
 
 
-def _read_op(data: bytes, f: io.BytesIO, p: int) -> tuple[pickletools.OpcodeInfo, Any, int]:
+def _read_op(data: Buffer, f: IO[bytes], p: int) -> tuple[pickletools.OpcodeInfo, Any, int]:
     """The opcode at byte ``p``, its argument and the next offset, exactly as genops reads it.
 
     Raises the ValueError that ``pickletools.genops`` raises for an unknown opcode, a short
@@ -147,8 +211,8 @@ def _read_op(data: bytes, f: io.BytesIO, p: int) -> tuple[pickletools.OpcodeInfo
 
 
 def _step(
-    data: bytes,
-    f: io.BytesIO,
+    data: Buffer,
+    f: IO[bytes],
     p: int,
     count: int,
     stack: list[int],
@@ -246,7 +310,7 @@ def _step(
     return nxt, count, False
 
 
-def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
+def prescan(data: Buffer, limits: PickleLimits, deadline: Deadline) -> int:
     """Parse every opcode without building objects; return the opcode count.
 
     The simulated stack holds one int per item: the nesting depth of the object it stands
@@ -267,7 +331,7 @@ def prescan(data: bytes, limits: PickleLimits, deadline: Deadline) -> int:
     marks: list[int] = []
     memo: list[int] = []
     n = len(data)
-    f = io.BytesIO(data)
+    f = _file(data)
     max_stack = limits.max_stack
     max_marks = limits.max_marks
     max_depth = limits.max_depth
@@ -580,7 +644,7 @@ def _run_pattern(max_long_bytes: int) -> re.Pattern[bytes]:
     return re.compile(b"(?>" + token + b")*", re.DOTALL)
 
 
-def _fast_scan(data: bytes, limits: PickleLimits, deadline: Deadline) -> bool:
+def _fast_scan(data: Buffer, limits: PickleLimits, deadline: Deadline) -> bool:
     """True when the token grammar above proves ``data`` safe for the C unpickler.
 
     False means "not proven": the caller runs the reference :func:`prescan`. Linear: the
@@ -589,7 +653,7 @@ def _fast_scan(data: bytes, limits: PickleLimits, deadline: Deadline) -> bool:
     n = len(data)
     if n > limits.max_opcodes or n < 3 or data[0] != 0x80 or not 2 <= data[1] <= 5:
         return False
-    if data.count(b"]") + data.count(b"}") > limits.max_containers:
+    if _count(data, b"]") + _count(data, b"}") > limits.max_containers:
         return False
     run = _run_pattern(limits.max_long_bytes).match
     u32, u64, i32 = _U32, _U64, _I32
@@ -740,7 +804,7 @@ def _fast_structure(obj: Any, limits: PickleLimits, deadline: Deadline) -> int |
 
 
 def loads(
-    data: bytes,
+    data: Buffer,
     limits: PickleLimits = DEFAULT_PICKLE_LIMITS,
     deadline: Deadline | None = None,
 ) -> Any:
@@ -761,7 +825,7 @@ def loads(
         prescan(data, limits, deadline)
     deadline.check()
     try:
-        obj = _DataOnlyUnpickler(io.BytesIO(data)).load()
+        obj = _DataOnlyUnpickler(_stream(data)).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         if fast:
             prescan(data, limits, deadline)  # the reference names the fault, if it sees one
@@ -788,7 +852,7 @@ def load(
     pickle_limits: PickleLimits = DEFAULT_PICKLE_LIMITS,
     deadline: Deadline | None = None,
 ) -> Any:
-    """Read ``source`` via :func:`bounded.read_all` (size, gzip, deadline), then :func:`loads`."""
+    """Map ``source`` via :func:`bounded.mapped` (size, gzip, deadline), then :func:`loads`."""
     deadline = deadline or Deadline(limits.deadline_s)
-    data = read_all(source, limits, deadline)
-    return loads(data, pickle_limits, deadline)
+    with mapped(source, limits, deadline) as data:
+        return loads(data, pickle_limits, deadline)

@@ -275,6 +275,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "atlas"
+# Artifact analysis and collection run on a queue of their own, consumed by a worker of their
+# own (`celery worker -Q artifacts`, see deploy/Procfile): one analysis may take minutes and
+# gigabytes, and on the shared queue two hostile traces held every worker process while polls
+# and heartbeats waited (issue 19, finding 3). Polls, heartbeats and evaluation stay on "atlas".
+ATLAS_ARTIFACT_QUEUE = "artifacts"
+CELERY_TASK_ROUTES = {
+    "artifacts.analyse": {"queue": ATLAS_ARTIFACT_QUEUE},
+    "artifacts.collect": {"queue": ATLAS_ARTIFACT_QUEUE},
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
@@ -383,6 +392,11 @@ if _visibility <= ATLAS_ARTIFACT_TIME_LIMIT + 60:
         "ATLAS_BROKER_VISIBILITY_TIMEOUT must exceed ATLAS_ARTIFACT_TIME_LIMIT + 60 s, or an "
         "artifact still being analysed would be delivered a second time."
     )
+# Bytes of artifacts one team may keep (0: no quota). Without it any responder, API token or
+# profiler endpoint could fill the disk (issue 19, finding 3: 20 x the same 5 MB kept).
+ATLAS_ARTIFACT_TEAM_QUOTA_BYTES = env.env_int(
+    ENVIRON, "ATLAS_ARTIFACT_TEAM_QUOTA_BYTES", 20 * 1024**3, minimum=0
+)
 ATLAS_ARTIFACT_FETCH_TIMEOUT = env.env_int(
     ENVIRON, "ATLAS_ARTIFACT_FETCH_TIMEOUT", 60, minimum=1, maximum=600
 )

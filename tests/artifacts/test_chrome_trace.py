@@ -203,8 +203,77 @@ def test_gzip_bomb_stops_at_the_expansion_cap(tmp_path: Path) -> None:
             fh.write(segment)
     assert path.stat().st_size < 12 * MiB
     limits = Limits(max_expanded_bytes=256 * MiB)
+    unbounded_blanks = TraceLimits(max_blank_chars=1 << 40)  # the expansion cap under test
     with pytest.raises(ArtifactRejected, match="decompression bomb"):
-        load_chrome_trace(path, limits=limits)
+        load_chrome_trace(path, limits=limits, trace_limits=unbounded_blanks)
+
+
+class _Counting(io.RawIOBase):
+    """A file that counts the bytes the loader took from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = path.open("rb")
+        self.taken = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.fh.readinto(buffer)
+        self.taken += n
+        return n
+
+
+def _blank_bomb(path: Path, prefix: bytes, blocks: int, fill: bytes = b" ") -> None:
+    """``prefix`` then ``blocks`` x 16 MiB of ``fill`` as one gzip stream (~16 KB a block)."""
+    block = fill * (16 * MiB)
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    head = c.compress(prefix) + c.flush(zlib.Z_FULL_FLUSH)
+    c.compress(block)
+    c.flush(zlib.Z_FULL_FLUSH)
+    segment = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+    with path.open("wb") as fh:
+        fh.write(head)
+        for _ in range(blocks):
+            fh.write(segment)
+        fh.write(c.flush())
+
+
+@pytest.mark.parametrize(
+    ("prefix", "fill"),
+    [
+        (b"", b" "),  # nothing but blanks
+        (b'{"traceEvents": [', b"\n"),  # inside the array, before the first event
+        (b'{"traceEvents": [{"ph": "X", "ts": 1},', b"\t"),  # between two events
+        (b'{"traceEvents": []}', b"\x00"),  # "harmless" zero padding after the document
+    ],
+)
+def test_gibibytes_of_blanks_are_refused_after_a_bounded_read(
+    tmp_path: Path, prefix: bytes, fill: bytes
+) -> None:
+    """Issue 19, finding 3: 4 MB of gzip expanding to 4 GiB of whitespace held a worker for
+    the whole expansion cap. Blanks carry no event, so the loader must stop at
+    ``max_blank_chars`` (16 MiB): here within its first 1 MiB read of a 4 MB file, with
+    the default 4 GiB expansion cap that used to be the only bound."""
+    path = tmp_path / "blanks.json.gz"
+    _blank_bomb(path, prefix, blocks=256, fill=fill)  # 4 GiB expanded
+    size = path.stat().st_size
+    assert size > 3 * MiB
+    counted = _Counting(path)
+    with (
+        counted.fh,
+        pytest.raises(ArtifactRejected, match="MiB of blank characters in a row"),
+    ):
+        load_chrome_trace(io.BufferedReader(counted), limits=Limits(max_file_bytes=size + 1))
+    assert counted.taken <= MiB, (counted.taken, size)  # the first 1 MiB read of 4
+
+
+def test_blank_runs_below_the_bound_still_load() -> None:
+    """Pretty-printed traces keep loading: the bound is on one run, not on blanks in all."""
+    pad = b" " * (2 * MiB)
+    data = b'{"traceEvents": [' + pad + b'{"ph": "X", "ts": 1, "dur": 2}' + pad + b"]}" + pad
+    trace = load_chrome_trace(io.BytesIO(data), trace_limits=TraceLimits(max_blank_chars=3 * MiB))
+    assert trace.events_total == 1
 
 
 def test_single_100mb_event_is_rejected(tmp_path: Path) -> None:

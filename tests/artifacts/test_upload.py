@@ -147,3 +147,28 @@ def test_the_api_refuses_bad_tokens_missing_names_and_oversize_bodies(
     response = _api_post(client, investigation, b"x" * 2_000_000, token)
     assert response.status_code == 413
     assert not Artifact.objects.exists()
+
+
+def test_the_team_quota_refuses_uploads_past_it_on_the_web_and_the_api(
+    settings, client_for, responder, client, investigation, token, other_team, media
+):
+    """Issue 19, finding 3: 20 x the same 5 MB were all kept. Past the team's quota an
+    upload is refused with the quota in the message, through the browser form and the API
+    alike, and nothing of it is stored; another team's quota is its own."""
+    settings.ATLAS_ARTIFACT_TEAM_QUOTA_BYTES = 3 * 4096
+    block = b"\x00" * 4096
+    web = client_for(responder)
+    for i in range(3):
+        assert _upload(web, investigation, block, name=f"{i}.bin").status_code == 302
+    assert Artifact.objects.count() == 3
+    response = _upload(web, investigation, block, name="one-more.bin")
+    assert response.status_code == 302
+    follow = web.get(response["Location"])
+    assert "artifact storage quota is full" in follow.content.decode()
+    response = _api_post(client, investigation, block, token)
+    assert response.status_code == 413, response.content
+    assert "quota is full" in response.json()["error"]
+    assert Artifact.objects.count() == 3
+    assert len(list((media / "artifacts").rglob("*"))) == 1 + 3  # the team folder, 3 files
+    Artifact.objects.filter(name="0.bin").delete()  # a deleted artifact frees its share
+    assert _api_post(client, investigation, block, token).status_code == 202

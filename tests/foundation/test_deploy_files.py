@@ -34,7 +34,7 @@ def test_docker_compose_accepts_the_compose_file(tmp_path):
         [compose, "-f", "docker-compose.yml", "config", "--services"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
     ).stdout.split()  # fmt: skip
-    for name in ("postgres", "redis", "web", "worker", "beat", "simulator"):
+    for name in ("postgres", "redis", "web", "worker", "artifact-worker", "beat", "simulator"):
         assert name in services
 
 

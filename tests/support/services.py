@@ -290,10 +290,21 @@ def product_process(
 
 
 def celery_worker_args(concurrency: int = 2) -> list[str]:
+    """The polling worker as deployed (queue "atlas"; deploy/Procfile)."""
     return [
-        "celery", "-A", "atlas_console", "worker", "--loglevel", "INFO",
+        "celery", "-A", "atlas_console", "worker", "--queues", "atlas", "--loglevel", "INFO",
         "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",
         "--hostname", f"faults-{os.getpid()}-{free_port()}@%h",
+    ]  # fmt: skip
+
+
+def celery_artifact_worker_args() -> list[str]:
+    """The artifact worker as deployed (queue "artifacts", one analysis at a time, a fresh
+    child per analysis; deploy/Procfile)."""
+    return [
+        "celery", "-A", "atlas_console", "worker", "--queues", "artifacts", "--loglevel", "INFO",
+        "--concurrency", "1", "--max-tasks-per-child", "1", "--without-gossip",
+        "--without-mingle", "--hostname", f"faults-artifacts-{os.getpid()}-{free_port()}@%h",
     ]  # fmt: skip
 
 
