@@ -13,4 +13,4 @@ RUN useradd --system --home /var/lib/atlas atlas && mkdir -p /var/lib/atlas \
     && chown atlas /var/lib/atlas
 USER atlas
 EXPOSE 8000
-CMD ["gunicorn", "atlas_console.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "-c", "deploy/gunicorn.conf.py", "atlas_console.wsgi", "--bind", "0.0.0.0:8000"]
