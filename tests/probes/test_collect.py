@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from probes.collect import fetch_all
 from probes.net import FetchPolicy
 from tests.support.hostile import hostile_server
