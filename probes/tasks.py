@@ -16,8 +16,9 @@ import uuid
 from datetime import datetime, timedelta
 
 from celery import shared_task
+from celery.signals import task_revoked
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from probes import logfile, retention
@@ -27,7 +28,14 @@ from probes.kinds import Fetch, Read, kind_of
 from probes.models import HTTP_KINDS, Poll, Target, WorkerHeartbeat
 from probes.net import ProbeError
 from probes.policy import cycle_time_left, fetch_policy
-from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
+from probes.store import (
+    PollOutcome,
+    already_polled,
+    claim_targets,
+    record_cycle,
+    release_targets,
+    release_task_claims,
+)
 
 log = logging.getLogger(__name__)
 HEARTBEAT_RETENTION = timedelta(days=1)
@@ -148,6 +156,29 @@ def poll_host_target(self, target_id: str, cycle_at: str) -> int:
         return record_cycle(cycle, [_host_outcome(target, cycle)])
     finally:
         release_targets(held, task_id)
+
+
+@task_revoked.connect
+def release_claims_of_revoked(sender=None, request=None, **_kwargs) -> None:
+    """A revoked message (expired, or revoked by hand) never runs: free its claims now.
+
+    Runs in the worker's main process, which discards the message. The case it is for: a
+    pool child SIGKILLed mid-poll (OOM killer) leaves its targets claimed by the task id;
+    the broker redelivers the message, and a redelivery within ``expires`` retakes the
+    claim under the same id and finishes. One past ``expires`` is discarded here, and
+    without this the dead claim held the targets for the whole lease (the task time
+    limit, 90 s), so every later cycle of the deployment found them claimed."""
+    task_id = getattr(request, "id", None)
+    if not task_id:
+        return
+    try:
+        freed = release_task_claims(task_id)
+    except DatabaseError:
+        # The lease still bounds the claim; a database outage is reported elsewhere.
+        log.warning("could not release the claims of revoked task %s", task_id, exc_info=True)
+        return
+    if freed:
+        log.info("released %d target claim(s) of revoked task %s", freed, task_id)
 
 
 def _host_outcome(target: Target, cycle: datetime) -> PollOutcome:
