@@ -53,6 +53,9 @@ def test_an_expired_redelivery_frees_the_dead_claim_for_the_next_cycle(team, tmp
         )
         extra = {"ATLAS_PROBE_TIMEOUT": "30", "ATLAS_TASK_TIME_LIMIT": "90"}
         with celery_worker(worker_env, tmp_path, extra_env=extra) as (queue, process):
+            # ``expires`` counts from publishing: publish once the worker consumes.
+            ready = wait_for(lambda: " ready." in (tmp_path / "worker.log").read_text(), 120)
+            assert ready, (tmp_path / "worker.log").read_text()[-3000:]
             with Connection(url, transport_options=options) as conn:
                 sent = time.monotonic()
                 poll_deployment.apply_async(
