@@ -16,4 +16,4 @@ RUN useradd --system --home /var/lib/atlas atlas \
     && chown -R atlas /var/lib/atlas
 USER atlas
 EXPOSE 8000
-CMD ["gunicorn", "atlas_console.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "-c", "deploy/gunicorn.conf.py", "atlas_console.wsgi", "--bind", "0.0.0.0:8000"]

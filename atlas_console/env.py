@@ -86,11 +86,13 @@ def env_list(environ: Mapping[str, str], name: str, default: tuple[str, ...] = (
     return items
 
 
-def database_config(url: str, data_dir: Path) -> dict:
+def database_config(url: str, data_dir: Path, *, conn_max_age: int = 60) -> dict:
     """Django DATABASES['default'] for DATABASE_URL, or embedded SQLite when unset.
 
     Only PostgreSQL (production, CI) and SQLite (the one-command demo) are
     supported: full-text search and row locking are written for those two.
+    ``conn_max_age`` is PostgreSQL's persistent-connection lifetime (0 under the gevent
+    web worker, whose greenlets would each keep one: deploy/gunicorn.conf.py).
     """
     if not url:
         return {
@@ -105,7 +107,7 @@ def database_config(url: str, data_dir: Path) -> dict:
     if scheme not in DATABASE_SCHEMES:
         raise _fail("DATABASE_URL", _redact(url), "a postgres:// or sqlite:/// URL")
     try:
-        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        config = dj_database_url.parse(url, conn_max_age=conn_max_age, conn_health_checks=True)
     except Exception as exc:  # dj-database-url raises several types for bad URLs
         raise _fail("DATABASE_URL", _redact(url), f"a parseable URL ({exc})") from None
     if scheme == "sqlite":

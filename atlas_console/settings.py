@@ -120,7 +120,14 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.database_config(env.env_str(ENVIRON, "DATABASE_URL"), DATA_DIR)}
+DATABASES = {
+    "default": env.database_config(
+        env.env_str(ENVIRON, "DATABASE_URL"),
+        DATA_DIR,
+        # 0 in the gevent web server (deploy/gunicorn.conf.py): a connection per greenlet.
+        conn_max_age=env.env_int(ENVIRON, "ATLAS_DB_CONN_MAX_AGE", 60, minimum=0, maximum=3600),
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -72,6 +72,16 @@ def release_targets(target_ids: Iterable, task_id: str) -> None:
     )
 
 
+def release_task_claims(task_id: str) -> int:
+    """Free every target a task still holds; for a task that will never run again.
+
+    A revoked or expired message is discarded without running, so nothing else would
+    release its claim before the lease ran out: a pool child SIGKILLed mid-poll has its
+    message redelivered, and if that redelivery is already past ``expires`` the dead claim
+    used to hold the deployment's targets for the whole lease (issue 19.6: 17 cycles)."""
+    return Target.objects.filter(claim_task=task_id).update(claim_task="", claimed_until=None)
+
+
 def already_polled(target_ids: Iterable, cycle_at: datetime) -> set:
     return set(
         Poll.objects.filter(target_id__in=list(target_ids), cycle_at=cycle_at).values_list(

@@ -15,9 +15,12 @@ import time
 import uuid
 from datetime import datetime, timedelta
 
+from billiard.exceptions import WorkerLostError
 from celery import shared_task
+from celery.signals import task_revoked
+from celery.worker.request import Request
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from probes import logfile, retention
@@ -27,7 +30,14 @@ from probes.kinds import Fetch, Read, kind_of
 from probes.models import HTTP_KINDS, Poll, Target, WorkerHeartbeat
 from probes.net import ProbeError
 from probes.policy import cycle_time_left, fetch_policy
-from probes.store import PollOutcome, already_polled, claim_targets, record_cycle, release_targets
+from probes.store import (
+    PollOutcome,
+    already_polled,
+    claim_targets,
+    record_cycle,
+    release_targets,
+    release_task_claims,
+)
 
 log = logging.getLogger(__name__)
 HEARTBEAT_RETENTION = timedelta(days=1)
@@ -80,9 +90,52 @@ def enqueue_due(now: datetime, *, http_poll, light_poll=None) -> int:
     return count
 
 
+class ClaimReleasingRequest(Request):
+    """The worker's record of a claiming task: when the pool process running it dies
+    (SIGKILL, OOM), its claims are freed at once instead of at the end of their lease.
+
+    The main process sees the death (WorkerLostError) and requeues the message; the
+    redelivery retakes the claims under the same task id if it still runs, and meanwhile
+    the next cycle's task is not turned away by a claim nobody is working on."""
+
+    def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
+        exc = exc_info.exception
+        if isinstance(getattr(exc, "exc", exc), WorkerLostError):
+            _release_claims(self.id, "its pool process died")
+        return super().on_failure(exc_info, send_failed_event, return_ok)
+
+
+def _release_claims(task_id: str | None, why: str) -> None:
+    """Free a task's claims from the worker's main process; never raises."""
+    if not task_id:
+        return
+    try:
+        freed = release_task_claims(task_id)
+    except DatabaseError:
+        # The lease still bounds the claim; a database outage is reported elsewhere.
+        log.warning("could not release the claims of task %s (%s)", task_id, why, exc_info=True)
+        return
+    if freed:
+        log.info("released %d target claim(s) of task %s: %s", freed, task_id, why)
+
+
+@task_revoked.connect
+def release_claims_of_revoked(sender=None, request=None, **_kwargs) -> None:
+    """A revoked message (expired, or revoked by hand) never runs: free its claims now.
+
+    Runs in the worker's main process, which discards the message. The case it is for: a
+    pool child SIGKILLed mid-poll (OOM killer) leaves its targets claimed by the task id;
+    the broker redelivers the message, and a redelivery within ``expires`` retakes the
+    claim under the same id and finishes. One past ``expires`` is discarded here, and
+    without this the dead claim held the targets for the whole lease (the task time
+    limit, 90 s), so every later cycle of the deployment found them claimed."""
+    _release_claims(getattr(request, "id", None), "its message was revoked or expired")
+
+
 # A poll retries only when the database went away mid-cycle; a target that failed is
 # simply polled again next cycle, which is the retry that matters for evidence.
 RETRY = {
+    "Request": ClaimReleasingRequest,
     "autoretry_for": (OperationalError, InterfaceError),
     "retry_backoff": 2,
     "retry_backoff_max": 30,

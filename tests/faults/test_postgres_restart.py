@@ -96,10 +96,11 @@ def test_web_and_worker_reconnect_after_postgres_restarts(
             assert wait_until(
                 lambda: _count(database, "SELECT count(*) FROM probes_poll") >= 3, 60
             ), tail(tmp_path, *LOGS)
-            # Every gunicorn thread now holds a persistent connection (CONN_MAX_AGE) ...
+            # The worker and beat now hold persistent connections (CONN_MAX_AGE); the web
+            # server (gevent) connects per request ...
             assert all(http_get(page, cookie)[0] == 200 for _ in range(8))
 
-            private_postgres.restart()  # ... which this cuts
+            private_postgres.restart()  # ... and this cuts every connection
             restarted_at = datetime.now(UTC)
 
             # Once PostgreSQL accepts connections again, no request fails: each stale

@@ -316,9 +316,10 @@ def celery_beat_args(folder: Path) -> list[str]:
 
 
 def gunicorn_args(port: int, workers: int = 2) -> list[str]:
+    """The shipped web server (deploy/gunicorn.conf.py: gevent workers), on ``port``."""
     return [
-        "gunicorn", "atlas_console.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--threads", "4", "--timeout", "30",
+        "gunicorn", "-c", "deploy/gunicorn.conf.py", "atlas_console.wsgi",
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
     ]  # fmt: skip
 
 
