@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from probes import aio
 from probes.models import Observation, Target
 from probes.net import FetchPolicy, ProbeError, guarded_async_client
 from probes.observe import label_text
@@ -82,7 +83,7 @@ async def _run(
 
 def backfill(target: Target, jobs: Sequence[RangeJob], policy: FetchPolicy) -> Backfilled:
     """Run ``jobs`` against the Prometheus ``target`` and store their points."""
-    answers = asyncio.run(_run(target.url, jobs, policy)) if jobs else []
+    answers = aio.run(_run(target.url, jobs, policy)) if jobs else []
     written: dict[str, int] = {}
     errors: dict[str, str] = {}
     for job, answer in zip(jobs, answers, strict=True):

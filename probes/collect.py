@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from probes import aio
 from probes.net import FetchPolicy, FetchResult, ProbeError, afetch, guarded_async_client
 from probes.promapi import QueryResult, instant_query
 
@@ -48,7 +49,7 @@ def fetch_all(
     """Fetch ``(key, url)`` pairs concurrently; results come back in request order."""
     if not requests:
         return []
-    return asyncio.run(_fetch_all(requests, policy, concurrency))
+    return aio.run(_fetch_all(requests, policy, concurrency))
 
 
 @dataclass(frozen=True)
@@ -88,4 +89,4 @@ def query_all(
     """Evaluate ``(key, name, prometheus base URL, PromQL)`` jobs at ``at``, concurrently."""
     if not jobs:
         return []
-    return asyncio.run(_query_all(jobs, policy, at, concurrency))
+    return aio.run(_query_all(jobs, policy, at, concurrency))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from probes import aio
 from probes.models import TargetKind
 from probes.net import FetchPolicy, ProbeError, afetch, guarded_async_client, validate_url
 from probes.parsing import dcgm
@@ -403,7 +404,7 @@ def discover(
     did wrong."""
     matchers = parse_selector(selector)
     api_url(base, "series")  # refuse a base that could steer the path before any fetch
-    counts, scrapes = asyncio.run(
+    counts, scrapes = aio.run(
         _discover(base, matchers, policy, time.time() if now is None else now)
     )
     return Discovery(base.rstrip("/"), selector_text(matchers), tuple(instances(counts, scrapes)))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from probes import http11
+from probes import aio, http11
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -418,4 +418,4 @@ def post(
         async with guarded_async_client(policy, max_connections=1) as client:
             return await apost(client, url, body, policy, content_type=content_type)
 
-    return asyncio.run(once())
+    return aio.run(once())
