@@ -37,6 +37,31 @@ def test_pages_reference_no_external_hosts(client_for, commander, team):
     assert any("htmx" in s for s in sources)
 
 
+def test_no_script_blocks_the_investigation_page_and_charts_js_loads_plotly(
+    client_for, commander, team
+):
+    """Issue 17: the page paints and htmx asks for the evidence without waiting for
+    plotly.js. Every script is deferred; plotly.js is not in the HTML at all: charts.js
+    loads the file its data-plotly attribute names (after load, or when a chart is seen)."""
+    from django.templatetags.static import static
+
+    from atlas_console.plotly_bundle import PUBLIC_PATH
+    from investigations import actions
+    from tests.support import builders
+
+    investigation = actions.open_investigation(
+        deployment=builders.deployment(team), symptom="high-ttft", user=commander
+    )
+    url = reverse("investigations:detail", args=[investigation.pk])
+    page = client_for(commander).get(url).content.decode()
+    scripts = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", page)
+    assert len(scripts) >= 3  # htmx, charts.js, tree.js
+    assert all(re.search(r"\sdefer[\s>]", s) for s in scripts), scripts
+    assert not any("plotly" in s.split("data-plotly")[0] for s in scripts), scripts
+    (charts,) = [s for s in scripts if "js/charts" in s]
+    assert f'data-plotly="{static(PUBLIC_PATH)}"' in charts
+
+
 _MANIFEST_PROBE = r"""
 import json, re
 from django.contrib.staticfiles.storage import staticfiles_storage
