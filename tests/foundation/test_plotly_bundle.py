@@ -93,8 +93,11 @@ def _literal_trace_types() -> dict[str, list[str]]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Dict):
                 continue
-            keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True) if
-                    isinstance(k, ast.Constant) and isinstance(k.value, str)}  # fmt: skip
+            keys = {
+                k.value: v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
             kind = keys.get("type")
             if (
                 isinstance(kind, ast.Constant)
