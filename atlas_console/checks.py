@@ -1,6 +1,7 @@
 """System checks with stable ids, so operators can search for them.
 
 atlas.E001  the data folder is not writable
+atlas.E003  the vendored plotly.js is missing
 atlas.W001  (deploy) production on the embedded SQLite database
 atlas.W002  (deploy) production on the embedded filesystem broker
 """
@@ -21,6 +22,21 @@ def check_data_dir(app_configs, **kwargs) -> list:
                 f"ATLAS_DATA_DIR {settings.DATA_DIR} is not writable.",
                 hint="Point ATLAS_DATA_DIR at a folder this user can write.",
                 id="atlas.E001",
+            )
+        ]
+    return []
+
+
+@register()
+def check_plotly_bundle(app_configs, **kwargs) -> list:
+    from atlas_console.plotly_bundle import PLOTLY_DIR, PLOTLY_FILE
+
+    if not (PLOTLY_DIR / PLOTLY_FILE).is_file():
+        return [
+            Error(
+                f"plotly.js not found at {PLOTLY_DIR / PLOTLY_FILE}.",
+                hint="Restore static/vendor/plotly from the repository.",
+                id="atlas.E003",
             )
         ]
     return []

@@ -71,8 +71,9 @@ def style_hash(text: str) -> str:
 def plotly_style_hashes() -> tuple[str, ...]:
     """Hashes of the two <style> elements plotly.js inserts: the empty one it fills through
     the CSSOM (``insertRule`` is not governed by CSP) and its fixed map CSS. Read from the
-    very file the site serves, so a plotly upgrade cannot silently break the charts."""
-    from atlas_console.staticfinders import PLOTLY_DIR, PLOTLY_FILE
+    very file the site serves (the vendored bundle, ``atlas_console.plotly_bundle``), so a
+    plotly upgrade cannot silently break the charts."""
+    from atlas_console.plotly_bundle import PLOTLY_DIR, PLOTLY_FILE
 
     try:
         source = (PLOTLY_DIR / PLOTLY_FILE).read_text(encoding="utf-8")
@@ -93,7 +94,7 @@ def plotly_sets_empty_style_attributes() -> bool:
     plotly's empty <style> element, also admits the empty attribute. Every other style
     attribute stays refused: the only other admitted hash is plotly's map CSS, a style
     sheet rather than a declaration list."""
-    from atlas_console.staticfinders import PLOTLY_DIR, PLOTLY_FILE
+    from atlas_console.plotly_bundle import PLOTLY_DIR, PLOTLY_FILE
 
     try:
         source = (PLOTLY_DIR / PLOTLY_FILE).read_text(encoding="utf-8")

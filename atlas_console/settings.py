@@ -188,11 +188,11 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "atlas_console.staticfinders.PlotlyFinder",
 ]
 # Hashed, pre-compressed static files (brotli and gzip, cached for a year) need a
 # `collectstatic` first: production always; `./atlas demo` runs it and turns this on, so
-# the 4.8 MB plotly.js crosses the wire once, compressed. Tests serve from the finders.
+# plotly.js (static/vendor/plotly, 1.5 MB) crosses the wire once, compressed. Tests serve
+# from the finders.
 STATIC_MANIFEST = env.env_bool(ENVIRON, "ATLAS_STATIC_MANIFEST", default=PRODUCTION)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -222,7 +222,7 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # inline scripts and no eval; htmx's indicator <style> is switched off in base.html, so
 # styles need no 'unsafe-inline' either. plotly.js appends two <style> elements of its
 # own (one empty, filled through the CSSOM; one fixed block of map CSS): the middleware
-# adds the hashes of exactly those two, read from the served plotly.min.js, to style-src.
+# adds the hashes of exactly those two, read from the served plotly.js, to style-src.
 # Its colour bars also set an empty style="" attribute: 'unsafe-hashes' lets the empty
 # string's hash admit that attribute too (and no non-empty one).
 ATLAS_CSP = {

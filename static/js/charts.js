@@ -2,15 +2,57 @@
 // json_script element named by data-chart on full pages, or in the element's own data-figure
 // attribute in htmx partials (htmx drops every <script> of swapped HTML under the CSP).
 //
-// A refreshed partial brings new figures for charts already on the page. Drawing them into
-// the fresh, empty elements would blank every chart for a frame (flicker) and drop the
-// reader's zoom; instead the drawn element is kept across the swap, put back in place of
-// its empty twin (same id) and updated with Plotly.react, all before the browser paints.
+// A chart is drawn when it comes near the viewport (IntersectionObserver), not all at once:
+// the investigation page holds ~15 of them and drawing every one delayed the first usable
+// screen (issue 17). Charts never scrolled to are never drawn. Browsers without the
+// observer draw everything at once, as before.
+//
+// plotly.js (1.5 MB) is not in the page's HTML: this script loads it (the file its own
+// data-plotly attribute names) once the page has loaded and has a chart to draw, after
+// the next paint, or at once when a chart comes into view. Its parse (~1 s on a first
+// visit here) then holds up neither the first paint, nor DOMContentLoaded (when htmx asks
+// for the evidence partial), nor the load event, nor the evidence's arrival on screen
+// (the charts' captions carry the current values). A chart that comes into view before
+// plotly.js is ready is drawn as soon as it is.
 (function () {
   "use strict";
   var CONFIG = { displaylogo: false, responsive: true };
   var kept = {};
   var SELECTOR = "[data-chart], [data-figure]";
+  // Drawn a little before it scrolls in, so a reader scrolling down rarely sees one empty.
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (!entry.isIntersecting) { return; }
+      var el = entry.target;
+      observer.unobserve(el);
+      whenPlotly(function () { if (el.isConnected) { draw(el); } });
+    });
+  }, { rootMargin: "200px 0px" }) : null;
+  var PLOTLY_SRC = document.currentScript ? document.currentScript.dataset.plotly : "";
+  var waiting = [];
+  function loadPlotly() {
+    if (window.Plotly || !PLOTLY_SRC || document.getElementById("plotly-js")) { return; }
+    var script = document.createElement("script");
+    script.id = "plotly-js";
+    script.src = PLOTLY_SRC;
+    script.addEventListener("load", function () {
+      var ready = waiting;
+      waiting = [];
+      ready.forEach(function (then) { then(); });
+    });
+    document.head.appendChild(script);
+  }
+  function whenPlotly(then) {
+    if (window.Plotly) { then(); return; }
+    waiting.push(then);
+    loadPlotly();
+  }
+  var loaded = document.readyState === "complete";
+  function loadPlotlySoon() {
+    if (!loaded || window.Plotly || !document.querySelector(SELECTOR)) { return; }
+    requestAnimationFrame(function () { setTimeout(loadPlotly, 0); });
+  }
+  window.addEventListener("load", function () { loaded = true; loadPlotlySoon(); });
   function figureOf(el) {
     if (el.dataset.figure) { return JSON.parse(el.dataset.figure); }
     var source = document.getElementById(el.dataset.chart);
@@ -41,14 +83,25 @@
     el.dataset.drawn = "1";
   }
   function drawAll(root) {
-    (root || document).querySelectorAll(SELECTOR).forEach(draw);
+    (root || document).querySelectorAll(SELECTOR).forEach(function (el) {
+      if (el.dataset.drawn) { return; }
+      // A chart the reader already has drawn is updated in place now, seen or not.
+      if (el.id && kept[el.id]) { draw(el); return; }
+      if (!observer) { whenPlotly(function () { draw(el); }); return; }
+      observer.observe(el);
+    });
+    loadPlotlySoon();
   }
   document.addEventListener("DOMContentLoaded", function () { drawAll(document); });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail.target;
     if (!target || !event.detail.shouldSwap) { return; }
-    target.querySelectorAll("[data-drawn]").forEach(function (el) {
-      if (el.id) { kept[el.id] = el; }
+    target.querySelectorAll(SELECTOR).forEach(function (el) {
+      if (el.dataset.drawn) {
+        if (el.id) { kept[el.id] = el; }
+      } else if (observer) {
+        observer.unobserve(el);  // about to be replaced by its fresh twin
+      }
     });
   });
   document.addEventListener("htmx:afterSwap", function () {

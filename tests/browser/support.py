@@ -87,6 +87,39 @@ def await_tree_refresh(page) -> None:
     )
 
 
+def draw_every_chart(page, timeout_ms: int = 20_000) -> int:
+    """Once the page has its charts (the evidence partial comes after load), scroll each
+    into view in turn until plotly has drawn it (charts are drawn when they come into view,
+    static/js/charts.js), then back to the top; how many there are."""
+    return page.evaluate(
+        """async (timeout) => {
+            const until = performance.now() + timeout;
+            const selector = "[data-figure], [data-chart]";
+            while (!document.querySelector(selector)) {
+              if (performance.now() > until) { throw new Error("no chart on the page"); }
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+            const charts = [...document.querySelectorAll(selector)];
+            for (let chart of charts) {
+              // An htmx refresh may swap a chart not drawn yet for its twin (same id).
+              const id = chart.id;
+              chart.scrollIntoView({block: "center"});
+              while (!chart.querySelector(".main-svg")) {
+                if (performance.now() > until) { throw new Error("chart not drawn: " + id); }
+                await new Promise((resolve) => setTimeout(resolve, 20));
+                if (!chart.isConnected && id && document.getElementById(id)) {
+                  chart = document.getElementById(id);
+                  chart.scrollIntoView({block: "center"});
+                }
+              }
+            }
+            window.scrollTo(0, 0);
+            return charts.length;
+        }""",
+        timeout_ms,
+    )
+
+
 def outside_origin(urls: list[str], origin: str) -> list[str]:
     """Requests to anything but the live server; ``data:`` URLs never leave the page."""
     return [

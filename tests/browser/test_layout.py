@@ -22,6 +22,7 @@ from investigations import actions
 from tests.browser.conftest import Simulator
 from tests.browser.support import (
     Beat,
+    draw_every_chart,
     expect,
     freeze_htmx,
     horizontal_overflow,
@@ -113,7 +114,10 @@ def _ready(page, name: str) -> None:
     """Wait for what each page draws after load."""
     check = expect()
     if name == "investigation":
-        check(page.locator("#evidence .main-svg").first).to_be_visible(timeout=20_000)
+        # Charts are drawn as they come into view: scroll through them all, so the checks
+        # and screenshots below see the page with every chart drawn.
+        draw_every_chart(page)
+        check(page.locator("#evidence .main-svg").first).to_be_visible()
         check(page.get_by_test_id("node-gpu-throttling").locator("summary")).to_contain_text(
             "eliminated"
         )
