@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Case, Value, When
+from django.db.models import Case, Min, Q, Value, When
 
 from investigations.choices import EventKind, VerificationState
 from investigations.models import Decision, Investigation, TimelineEvent
@@ -11,12 +11,36 @@ from review.models import ReviewComment
 
 
 def team_statistics(team_id) -> stats.TeamStatistics:
-    """Three queries: the team's investigations (drills included, so the page can say how
-    many were left out) and the confirm decisions on them."""
+    """Five queries: the team's investigations (drills included, so the page can say how
+    many were left out), the confirm decisions on the closed real ones, their passing
+    verifications, and per investigation its first alarm or alert firing and its first
+    event a person wrote (aggregated in the database: one row per investigation)."""
     rows = (
         Investigation.objects.filter(team_id=team_id)
         .annotate(overridden=Case(When(close_override="", then=Value(False)), default=Value(True)))
-        .values_list("pk", "opened_at", "closed_at", "root_cause", "is_drill", "overridden")
+        .values_list(
+            "pk", "opened_at", "closed_at", "root_cause", "is_drill", "overridden", "severity"
+        )
+    )
+    events = TimelineEvent.objects.filter(
+        investigation__team_id=team_id,
+        investigation__is_drill=False,
+        investigation__status=Investigation.Status.CLOSED,
+    )
+    onsets = (
+        events.filter(
+            Q(kind=EventKind.ALARM, data__firing=True)
+            | Q(kind=EventKind.ALERT, data__status="firing")
+        )
+        .values("investigation_id")
+        .annotate(first=Min("at"))
+        .values_list("investigation_id", "first")
+    )
+    first_actions = (
+        events.filter(actor__isnull=False)
+        .values("investigation_id")
+        .annotate(first=Min("at"))
+        .values_list("investigation_id", "first")
     )
     confirms = Decision.objects.filter(
         investigation__team_id=team_id,
@@ -35,6 +59,8 @@ def team_statistics(team_id) -> stats.TeamStatistics:
         (stats.InvestigationRow(*row) for row in rows),
         (stats.ConfirmRow(*row) for row in confirms),
         (stats.VerifiedRow(*row) for row in verified),
+        (stats.OnsetRow(*row) for row in onsets),
+        (stats.ActionRow(*row) for row in first_actions),
     )
 
 
