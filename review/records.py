@@ -10,21 +10,26 @@ from review import stats
 from review.models import ReviewComment
 
 
-def team_statistics(team_id) -> stats.TeamStatistics:
+def team_statistics(team_id, *, drills: bool = False) -> stats.TeamStatistics:
     """Five queries: the team's investigations (drills included, so the page can say how
     many were left out), the confirm decisions on the closed real ones, their passing
     verifications, and per investigation its first alarm or alert firing and its first
-    event a person wrote (aggregated in the database: one row per investigation)."""
-    rows = (
-        Investigation.objects.filter(team_id=team_id)
-        .annotate(overridden=Case(When(close_override="", then=Value(False)), default=Value(True)))
-        .values_list(
-            "pk", "opened_at", "closed_at", "root_cause", "is_drill", "overridden", "severity"
-        )
+    event a person wrote (aggregated in the database: one row per investigation).
+
+    ``drills=True``: the same statistics of the team's drills alone, kept apart (each drill
+    is then measured as if it were real; no real investigation is in them)."""
+    investigations = Investigation.objects.filter(team_id=team_id)
+    if drills:
+        investigations = investigations.filter(is_drill=True)
+    rows = investigations.annotate(
+        overridden=Case(When(close_override="", then=Value(False)), default=Value(True))
+    ).values_list(
+        "pk", "opened_at", "closed_at", "root_cause", "is_drill", "overridden", "severity"
     )
+
     events = TimelineEvent.objects.filter(
         investigation__team_id=team_id,
-        investigation__is_drill=False,
+        investigation__is_drill=drills,
         investigation__status=Investigation.Status.CLOSED,
     )
     onsets = (
@@ -44,19 +49,21 @@ def team_statistics(team_id) -> stats.TeamStatistics:
     )
     confirms = Decision.objects.filter(
         investigation__team_id=team_id,
-        investigation__is_drill=False,
+        investigation__is_drill=drills,
         investigation__status=Investigation.Status.CLOSED,
         action=Decision.Action.CONFIRM,
     ).values_list("investigation_id", "node", "decided_at")
     verified = TimelineEvent.objects.filter(
         investigation__team_id=team_id,
-        investigation__is_drill=False,
+        investigation__is_drill=drills,
         investigation__status=Investigation.Status.CLOSED,
         kind=EventKind.VERIFICATION,
         data__state=VerificationState.PASSING,
     ).values_list("investigation_id", "at")
     return stats.team_statistics(
-        (stats.InvestigationRow(*row) for row in rows),
+        (stats.InvestigationRow(*row) for row in rows)
+        if not drills
+        else (stats.InvestigationRow(*row[:4], False, *row[5:]) for row in rows),
         (stats.ConfirmRow(*row) for row in confirms),
         (stats.VerifiedRow(*row) for row in verified),
         (stats.OnsetRow(*row) for row in onsets),

@@ -120,6 +120,7 @@ def team_stats(request: HttpRequest) -> HttpResponse:
     except ValueError:
         raise Http404 from None
     statistics = records.team_statistics(team.pk) if team else None
+    drills = records.team_statistics(team.pk, drills=True) if team else None
     return render(
         request,
         "review/stats.html",
@@ -128,6 +129,8 @@ def team_stats(request: HttpRequest) -> HttpResponse:
             "team": team,
             "stats": statistics,
             "fmt": _formatted(statistics) if statistics else {},
+            "drills": drills if drills and drills.closed else None,
+            "drills_fmt": _formatted(drills) if drills else {},
             "by_cause": [(c, n, CAUSES.get(c, "")) for c, n in statistics.by_root_cause]
             if statistics
             else [],

@@ -207,3 +207,20 @@ def test_statistics_show_acknowledge_severity_and_weekly_trends_without_drills(
     # Drawn by the site's own scripts (no inline script: the CSP allows none).
     assert "vendor/plotly/plotly" in page and "js/charts.js" in page
     assert "<script>" not in page
+
+
+def test_drills_have_their_own_numbers_kept_apart(
+    client_for, viewer, commander, deployment, django_capture_on_commit_callbacks
+):
+    real = closed_incident(deployment, commander, title="real", root="gc-pauses")
+    drill = closed_incident(deployment, commander, title="drill", root="gc-pauses", drill=True)
+    Investigation.objects.filter(pk=real.pk).update(closed_at=real.opened_at + timedelta(hours=2))
+    Investigation.objects.filter(pk=drill.pk).update(
+        closed_at=drill.opened_at + timedelta(minutes=7)
+    )
+    page = client_for(viewer).get(reverse("review:stats")).content.decode()
+    durations = page.split('data-testid="durations"')[1].split("</table>")[0]
+    drills = page.split('data-testid="drills"')[1].split("</section>")[0]
+    assert "1 finished drill alone" in drills
+    assert "7 min 00 s" in drills and "2 h 00 min" not in drills
+    assert "2 h 00 min" in durations and "7 min 00 s" not in durations
