@@ -224,3 +224,29 @@ def test_drills_have_their_own_numbers_kept_apart(
     assert "1 finished drill alone" in drills
     assert "7 min 00 s" in drills and "2 h 00 min" not in drills
     assert "2 h 00 min" in durations and "7 min 00 s" not in durations
+
+
+@pytest.mark.parametrize(
+    ("events", "expected_s"),
+    [
+        ([], 0),  # opened by a person, no alarm: acknowledged when opened
+        ([("alarm", {"firing": True}, -3)], 180),
+        ([("alarm", {"firing": False}, -10), ("alarm", {"firing": True}, -3)], 180),
+        ([("alert", {"status": "firing"}, -5), ("alarm", {"firing": True}, -3)], 300),
+        ([("alert", {"status": "resolved"}, -8)], 0),
+    ],
+)
+def test_the_onset_is_read_from_firing_events_in_the_database(
+    commander, deployment, events, expected_s, frozen_now, django_capture_on_commit_callbacks
+):
+    from investigations.models import TimelineEvent
+    from review import records
+
+    real = closed_incident(deployment, commander, title="real")
+    for kind, data, minutes in events:
+        event = TimelineEvent.objects.create(investigation=real, kind=kind, summary=kind, data=data)
+        TimelineEvent.objects.filter(pk=event.pk).update(
+            at=real.opened_at + timedelta(minutes=minutes)
+        )
+    statistics = records.team_statistics(real.team_id)
+    assert statistics.time_to_acknowledge.median_s == expected_s
