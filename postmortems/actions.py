@@ -21,11 +21,16 @@ from postmortems.models import (
     Export,
     Postmortem,
     PostmortemVersion,
+    ReviewState,
 )
 
 
 class VersionConflict(Exception):
     """Someone saved a newer version since this person started editing."""
+
+
+class ReviewRefused(ValueError):
+    """The review step does not apply to the postmortem as it stands (said why)."""
 
 
 def ensure_postmortem(investigation: Investigation) -> Postmortem:
@@ -100,33 +105,144 @@ def add_action_item(
     owner=None,
     owner_text: str = "",
     due: date | None = None,
+    priority: str = ActionItem.Priority.P2,
 ) -> ActionItem:
     """Add an action item; ``owner`` must be a member of the investigation's team."""
     if type not in ActionItem.Type.values:
         raise ValueError(f"unknown action item type {type!r}")
+    if priority not in ActionItem.Priority.values:
+        raise ValueError(f"unknown action item priority {priority!r}")
     if not title.strip():
         raise ValueError("an action item needs a title")
     if owner is not None and not owner.memberships.filter(team_id=investigation.team_id).exists():
         raise ValueError("the owner must be a member of this team")
     with transaction.atomic():
-        return ActionItem.objects.create(
+        item = ActionItem.objects.create(
             postmortem=ensure_postmortem(investigation),
             title=title.strip()[:300],
             type=type,
+            priority=priority,
             owner=owner,
             owner_text="" if owner is not None else owner_text.strip()[:200],
             due=due,
             created_by=user,
         )
+        audit.record(
+            "postmortem.action_item",
+            actor=user,
+            investigation=investigation,
+            obj=item,
+            summary=f"Added action item ({item.type}, {item.priority}): {item.title}",
+            data={
+                "title": item.title,
+                "type": item.type,
+                "priority": item.priority,
+                "owner": item.owner_name,
+                "due": due.isoformat() if due else None,
+            },
+        )
+    return item
 
 
 def close_action_item(*, item: ActionItem, user) -> bool:
     """Mark an open item done; False if someone already did (conditional UPDATE)."""
-    return bool(
-        ActionItem.objects.filter(pk=item.pk, status=ActionItem.Status.OPEN).update(
+    with transaction.atomic():
+        done = ActionItem.objects.filter(pk=item.pk, status=ActionItem.Status.OPEN).update(
             status=ActionItem.Status.DONE, closed_by=user, closed_at=timezone.now()
         )
+        if done:
+            audit.record(
+                "postmortem.action_item_done",
+                actor=user,
+                investigation=item.postmortem.investigation,
+                obj=item,
+                summary=f"Marked action item done: {item.title}",
+                data={"title": item.title},
+            )
+    return bool(done)
+
+
+def _newest_locked(investigation: Investigation) -> PostmortemVersion:
+    """The newest version, its postmortem row locked (review steps are serialised with
+    edits, so a step always applies to the version people saw)."""
+    postmortem = Postmortem.objects.filter(investigation=investigation).first()
+    if postmortem is None:
+        raise ReviewRefused("Nothing is written yet: save the narrative first.")
+    Postmortem.objects.select_for_update().get(pk=postmortem.pk)
+    latest = current_version(postmortem)
+    if latest is None:
+        raise ReviewRefused("Nothing is written yet: save the narrative first.")
+    return latest
+
+
+@transaction.atomic
+def request_review(*, investigation: Investigation, user, number: int) -> PostmortemVersion:
+    """Ask for the newest version (``number``, the one the person read) to be reviewed."""
+    latest = _newest_locked(investigation)
+    if latest.number != number:
+        raise ReviewRefused(
+            f"Version {latest.number} was saved since you read version {number}; "
+            "read it, then ask for its review."
+        )
+    if latest.review_state != ReviewState.DRAFT:
+        raise ReviewRefused(f"Version {number} is already {latest.get_review_state_display()}.")
+    now = timezone.now()
+    PostmortemVersion.objects.filter(pk=latest.pk, review_state=ReviewState.DRAFT).update(
+        review_state=ReviewState.IN_REVIEW, review_requested_by=user, review_requested_at=now
     )
+    latest.refresh_from_db()
+    audit.record(
+        "postmortem.review_request",
+        actor=user,
+        investigation=investigation,
+        obj=latest,
+        summary=f"Asked for a review of postmortem version {number}",
+        data={"version": number},
+    )
+    return latest
+
+
+@transaction.atomic
+def publish(*, investigation: Investigation, user, number: int) -> PostmortemVersion:
+    """The reviewer publishes the version in review: reviewer and date recorded, and the
+    whole document as it reads now kept with it. Only a closed investigation's postmortem
+    is published: its record is frozen, so the published version reads the same later."""
+    from postmortems.markdown import render_markdown
+    from postmortems.record import load_document
+
+    if investigation.closed_at is None:
+        raise ReviewRefused("Close the investigation before publishing its postmortem.")
+    latest = _newest_locked(investigation)
+    if latest.number != number:
+        raise ReviewRefused(
+            f"Version {latest.number} was saved since you read version {number}; "
+            "it needs its own review."
+        )
+    if latest.review_state != ReviewState.IN_REVIEW:
+        raise ReviewRefused(
+            f"Version {number} is {latest.get_review_state_display().lower()}: "
+            "only a version in review can be published."
+        )
+    now = timezone.now()
+    name = user.get_username()[:200]
+    PostmortemVersion.objects.filter(pk=latest.pk, review_state=ReviewState.IN_REVIEW).update(
+        review_state=ReviewState.PUBLISHED,
+        reviewed_by=user,
+        reviewer_name=name,
+        published_at=now,
+    )
+    markdown = render_markdown(load_document(investigation, version_number=number))
+    PostmortemVersion.objects.filter(pk=latest.pk).update(published_markdown=markdown)
+    latest.refresh_from_db()
+    audit.record(
+        "postmortem.publish",
+        actor=user,
+        investigation=investigation,
+        obj=latest,
+        summary=f"Reviewed and published postmortem version {number}",
+        data={"version": number, "reviewer": name},
+    )
+    return latest
 
 
 @transaction.atomic

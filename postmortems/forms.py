@@ -26,9 +26,15 @@ class NarrativeForm(forms.Form):
 class ActionItemForm(forms.Form):
     title = forms.CharField(max_length=300, strip=True)
     type = forms.ChoiceField(choices=ActionItem.Type.choices)
+    priority = forms.ChoiceField(
+        choices=ActionItem.Priority.choices, initial=ActionItem.Priority.P2, required=False
+    )
     owner = forms.ModelChoiceField(queryset=None, required=False, to_field_name="username")
     owner_text = forms.CharField(max_length=200, required=False, strip=True, label="or owner")
     due = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean_priority(self) -> str:
+        return self.cleaned_data.get("priority") or ActionItem.Priority.P2
 
     def __init__(self, *args, team_id, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -40,3 +46,9 @@ class ActionItemForm(forms.Form):
 
 class ExportForm(forms.Form):
     format = forms.ChoiceField(choices=Export.Format.choices)
+
+
+class ReviewForm(forms.Form):
+    """A review step names the version the person read (stale steps are refused)."""
+
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)

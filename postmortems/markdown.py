@@ -96,33 +96,59 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             f"- **Narrative:** version {version['number']}, edited by "
             f"{inline(version['edited_by'] or 'unknown')} at {when(version['created_at'])}{comment}"
         )
-    _narrative(add, doc, "summary")
-    _detection(add, doc)
+    add(f"- **Review:** {review_line(doc)}")
+    # The sections in the order teams write them; the record's evidence after them.
+    _narrative(add, doc, "summary", always=True)
     _impact(add, doc)
-    _narrative(add, doc, "impact_notes")
-    _root_cause(add, doc)
-    _tree(add, doc)
+    _narrative(add, doc, "impact_notes", level="###")
+    _narrative(add, doc, "trigger", always=True)
+    _detection(add, doc)
+    _narrative(add, doc, "detection_notes", level="###")
     _fix(add, doc)
+    _narrative(add, doc, "resolution_notes", level="###")
+    _root_cause(add, doc)
+    _section(add, "Lessons learned")
+    for key in ("went_well", "went_wrong", "lucky"):
+        _narrative(add, doc, key, always=True, level="###")
+    _action_items(add, doc)
+    _timeline(add, doc)
+    _section(add, "Supporting evidence")
+    add("What the record holds behind the sections above.")
+    _tree(add, doc)
     _gate(add, doc)
     _command(add, doc)
-    _timeline(add, doc)
-    _action_items(add, doc)
-    for key in ("went_well", "went_wrong", "lucky", "narrative"):
-        _narrative(add, doc, key)
+    _narrative(add, doc, "narrative")
     return "\n".join(out).rstrip() + "\n"
 
 
-def _section(add, title: str) -> None:
+def review_line(doc) -> str:
+    version = doc["version"]
+    state = (version or {}).get("review_state") or "draft"
+    if state == "published":
+        return (
+            f"published at {when(version['published_at'])}, reviewed by "
+            f"{inline(version['reviewer'])}"
+        )
+    if state == "in_review":
+        asked = inline(version["review_requested_by"] or "someone")
+        return f"in review since {when(version['review_requested_at'])} (asked by {asked})"
+    return "draft"
+
+
+def _section(add, title: str, level: str = "##") -> None:
     add("")
-    add(f"## {title}")
+    add(f"{level} {title}")
     add("")
 
 
-def _narrative(add, doc, key: str) -> None:
+def _narrative(add, doc, key: str, *, always: bool = False, level: str = "##") -> None:
     section = next(s for s in doc["narrative"] if s["key"] == key)
     if not section["text"].strip():
+        if always:
+            _section(add, section["title"], level)
+            add("Not written yet.")
         return
-    _section(add, section["title"])
+    _section(add, section["title"], level)
     for paragraph in re.split(r"\n\s*\n", section["text"].strip()):
         add(escape(paragraph))
         add("")
@@ -143,11 +169,34 @@ def _detection(add, doc) -> None:
     if d["alert_fingerprint"]:
         opened += f" (alert fingerprint {inline(d['alert_fingerprint'])})"
     add(opened + ".")
+    add("")
+    detected = f"Detected at {when(d['detected_at'])}: {d['how']}"
+    if d["alert_name"]:
+        detected += f", alert **{inline(d['alert_name'])}**"
+    if d["delay_s"] is not None:
+        side = "after" if d["delay_s"] >= 0 else "before"
+        detected += f" ({duration(abs(d['delay_s']))} {side} the alarm first fired)"
+    add(detected + ".")
 
 
 def _impact(add, doc) -> None:
     i = doc["impact"]
     _section(add, "Impact")
+    if i["sample_breach_s"] is None:
+        add("- **Duration from the alarm's samples:** unknown (no sample over the threshold)")
+    else:
+        add(
+            f"- **Duration from the alarm's samples:** {duration(i['sample_breach_s'])} over "
+            f"the threshold, {when(i['sample_first_at'])} → {when(i['sample_last_at'])}"
+        )
+    slo = i["slo"]
+    burned = (
+        "none measured" if slo["burned_pct"] is None else f"{slo['burned_pct']:.1f} % of the budget"
+    )
+    add(
+        f"- **SLO burn:** {burned} ({slo['objective_pct']:.1f} % over {slo['window_days']} days:"
+        f" a budget of {duration(slo['budget_s'])})"
+    )
     if i["breach_s"] is None:
         add(f"SLO breach duration: {i['affected_note']}.")
         return
@@ -211,7 +260,21 @@ def _tree(add, doc) -> None:
 
 
 def _fix(add, doc) -> None:
-    _section(add, "Fix and verification")
+    _section(add, "Resolution")
+    r = doc["resolution"]
+    if r["verified_at"]:
+        resolved = (
+            f"Fix verified at {when(r['verified_at'])}, {duration(r['to_verified_fix_s'])} "
+            "after the investigation opened"
+        )
+    elif r["fix_applied_at"]:
+        resolved = f"Fix applied at {when(r['fix_applied_at'])}, not verified"
+    else:
+        resolved = "No fix was recorded"
+    if r["closed_at"]:
+        resolved += f"; closed at {when(r['closed_at'])}"
+    add(resolved + ".")
+    _section(add, "Fix and verification", "###")
     fix = doc["fix"]
     if fix is None:
         add("No fix was recorded.")
@@ -328,7 +391,7 @@ def _command(add, doc) -> None:
 
 
 def _timeline(add, doc) -> None:
-    _section(add, "Timeline")
+    _section(add, "Timeline (UTC)")
     add("| Time (UTC) | Event | Who | What |")
     add("|---|---|---|---|")
     for e in doc["timeline"]:
@@ -341,10 +404,10 @@ def _action_items(add, doc) -> None:
     if not doc["action_items"]:
         add("None yet.")
         return
-    add("| Action | Type | Owner | Due | Status |")
-    add("|---|---|---|---|---|")
+    add("| Action | Type | Priority | Owner | Due | Status |")
+    add("|---|---|---|---|---|---|")
     for item in doc["action_items"]:
         add(
-            f"| {inline(item['title'])} | {item['type']} | {inline(item['owner'])} | "
-            f"{when(item['due'])} | {item['status']} |"
+            f"| {inline(item['title'])} | {item['type']} | {item['priority'].upper()} | "
+            f"{inline(item['owner'])} | {when(item['due'])} | {item['status']} |"
         )

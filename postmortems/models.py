@@ -18,14 +18,19 @@ from investigations.models import Investigation
 from teams.models import Team
 
 # The editable narrative sections, in the order the document shows them.
+# Detection and resolution are filled in from the record; these are what people add to it.
 SECTIONS = {
     "summary": "Summary",
     "impact_notes": "Impact notes",
+    "trigger": "Trigger",
+    "detection_notes": "Detection notes",
+    "resolution_notes": "Resolution notes",
     "went_well": "What went well",
     "went_wrong": "What went wrong",
     "lucky": "Where we got lucky",
     "narrative": "Narrative",
 }
+LESSONS = ("went_well", "went_wrong", "lucky")
 SECTION_MAX_CHARS = 20_000
 
 
@@ -46,8 +51,20 @@ class Postmortem(models.Model):
         return f"Postmortem of {self.investigation}"
 
 
+class ReviewState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    IN_REVIEW = "in_review", "In review"
+    PUBLISHED = "published", "Published"
+
+
 class PostmortemVersion(models.Model):
-    """One saved state of the narrative. Rows are never edited: an edit adds a version."""
+    """One saved state of the narrative. Its text is never edited: an edit adds a version.
+
+    The review workflow moves a version draft -> in review -> published (conditional
+    updates of ``review_state`` and who/when, nothing else). A published version stays
+    as it is, with the Markdown it read as when published; later edits are new versions
+    (drafts) on top of it, so what was published can always be read again.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     postmortem = models.ForeignKey(Postmortem, on_delete=models.CASCADE, related_name="versions")
@@ -58,11 +75,53 @@ class PostmortemVersion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    review_state = models.CharField(
+        max_length=16, choices=ReviewState.choices, default=ReviewState.DRAFT
+    )
+    review_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    review_requested_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewer_name = models.CharField(
+        max_length=200, blank=True, help_text="The reviewer, as text that outlives users."
+    )
+    published_at = models.DateTimeField(null=True, blank=True)
+    published_markdown = models.TextField(
+        blank=True, help_text="The whole document as it read when published."
+    )
 
     class Meta:
         ordering = ["postmortem", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["postmortem", "number"], name="one_version_per_number")
+            models.UniqueConstraint(fields=["postmortem", "number"], name="one_version_per_number"),
+            models.CheckConstraint(
+                condition=models.Q(review_state__in=ReviewState.values),
+                name="version_review_state_known",
+            ),
+            # In review or published: someone asked for the review, at a time.
+            models.CheckConstraint(
+                condition=models.Q(review_state=ReviewState.DRAFT)
+                | models.Q(review_requested_at__isnull=False),
+                name="version_review_requested_when_reviewed",
+            ),
+            # Published exactly when a reviewer and a date are recorded.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(
+                        review_state=ReviewState.PUBLISHED,
+                        published_at__isnull=False,
+                        reviewer_name__gt="",
+                    )
+                    | (
+                        ~models.Q(review_state=ReviewState.PUBLISHED)
+                        & models.Q(published_at__isnull=True, reviewer_name="")
+                    )
+                ),
+                name="version_published_with_reviewer_and_date",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -71,9 +130,16 @@ class PostmortemVersion(models.Model):
 
 class ActionItem(models.Model):
     class Type(models.TextChoices):
-        DETECTIVE = "detective", "Detective"
-        PREVENTATIVE = "preventative", "Preventative"
-        CORRECTIVE = "corrective", "Corrective"
+        MITIGATE = "mitigate", "Mitigate"
+        PREVENT = "prevent", "Prevent"
+        DETECT = "detect", "Detect"
+        PROCESS = "process", "Process"
+
+    class Priority(models.TextChoices):
+        P0 = "p0", "P0 (now)"
+        P1 = "p1", "P1 (this week)"
+        P2 = "p2", "P2 (this quarter)"
+        P3 = "p3", "P3 (when possible)"
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -92,6 +158,7 @@ class ActionItem(models.Model):
     )
     due = models.DateField(null=True, blank=True)
     type = models.CharField(max_length=16, choices=Type.choices)
+    priority = models.CharField(max_length=2, choices=Priority.choices, default=Priority.P2)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -104,9 +171,28 @@ class ActionItem(models.Model):
 
     class Meta:
         ordering = ["postmortem", "created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(type__in=["mitigate", "prevent", "detect", "process"]),
+                name="action_item_type_known",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(priority__in=["p0", "p1", "p2", "p3"]),
+                name="action_item_priority_known",
+            ),
+            # Done exactly when it was closed at a time.
+            models.CheckConstraint(
+                condition=models.Q(status="open", closed_at__isnull=True)
+                | models.Q(status="done", closed_at__isnull=False),
+                name="action_item_done_when_closed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
+
+    def is_overdue(self, today) -> bool:
+        return self.status == self.Status.OPEN and self.due is not None and self.due < today
 
     @property
     def owner_name(self) -> str:

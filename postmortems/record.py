@@ -34,9 +34,21 @@ from investigations.choices import (
     Severity,
 )
 from investigations.gate import rules_yaml
-from postmortems.models import SECTIONS
+from postmortems.models import LESSONS, SECTIONS
 
 Point = tuple[float, float]
+
+# The SLO the burn is stated against, until deployments carry their own: 99.9 % of the time
+# within the alarm's target over 30 days, an error budget of 43 min 12 s.
+SLO_OBJECTIVE = 0.999
+SLO_WINDOW_S = 30 * 86_400
+ERROR_BUDGET_S = round((1 - SLO_OBJECTIVE) * SLO_WINDOW_S)
+_OPS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,11 @@ def build_document(data: RecordInput) -> dict:
         "closed_at": inv["closed_at"],
         "duration_s": (end - inv["opened_at"]).total_seconds(),
         "detection": detection(data, breaches),
-        "impact": impact(breaches, data.request_rate),
+        "impact": {
+            **impact(breaches, data.request_rate),
+            **sample_impact(data.alarm_series, data.playbook["alarm"]["op"], data.alarm_threshold),
+        },
+        "resolution": resolution(data),
         "timeline": [_event(e) for e in data.timeline],
         "severity": severity_section(inv, data.timeline),
         "incident_status": status_section(inv, data.timeline),
@@ -96,6 +112,7 @@ def build_document(data: RecordInput) -> dict:
         "gate": gate_section(data),
         "action_items": [dict(item) for item in data.action_items],
         "narrative": narrative(data.version),
+        "lessons": [s for s in narrative(data.version) if s["key"] in LESSONS],
         "version": _version_meta(data.version),
         "chart": chart_data(data, tree),
     }
@@ -257,6 +274,101 @@ def detection(data: RecordInput, breaches: Sequence[Mapping[str, Any]]) -> dict:
         "first_measured": first["measured"] if first else None,
         "opened_by": opened_by(inv, data.timeline),
         "alert_fingerprint": inv.get("alert_fingerprint", ""),
+        "alert_name": alert_name(inv, data.timeline),
+        "how": detected_how(inv),
+        "detected_at": inv["opened_at"],
+        # From the alarm's first firing to the investigation's opening; negative: opened
+        # before the alarm fired (someone noticed first).
+        "delay_s": (inv["opened_at"] - first["start"]).total_seconds() if first else None,
+    }
+
+
+def alert_name(inv: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> str:
+    """The alert that opened it or was folded into it: the alertname of its alert events
+    (the investigation's own fingerprint first)."""
+    alerts = [e for e in timeline if e["kind"] == EventKind.ALERT]
+    fingerprint = inv.get("alert_fingerprint", "")
+    own = [e for e in alerts if (e.get("data") or {}).get("fingerprint") == fingerprint]
+    for event in own or alerts:
+        name = ((event.get("data") or {}).get("labels") or {}).get("alertname")
+        if name:
+            return str(name)
+    return ""
+
+
+def detected_how(inv: Mapping[str, Any]) -> str:
+    if inv.get("opened_by"):
+        return "a person opened it"
+    if inv.get("alert_fingerprint"):
+        return "an alert opened it"
+    return "automation opened it"
+
+
+def sample_impact(
+    series: Sequence[Sequence[Point]], op: str, threshold: float | None
+) -> dict[str, Any]:
+    """How long the alarm's own measurement was over its threshold, from the stored
+    samples (each holds until the next, at most twice the usual spacing, and the last one
+    is an instant; any engine over the line counts once), and what that burned of the
+    SLO's error budget."""
+    compare = _OPS.get(op)
+    intervals: list[tuple[float, float]] = []
+    if compare is not None and threshold is not None:
+        for raw in series:
+            points = sorted(p for p in raw if p[1] == p[1])
+            if len(points) < 2:
+                continue
+            gaps = sorted(b[0] - a[0] for a, b in pairwise(points))
+            hold_max = 2 * gaps[len(gaps) // 2]
+            for (t, v), nxt in zip(points, [*points[1:], None], strict=True):
+                if compare(v, threshold):
+                    until = min(nxt[0], t + hold_max) if nxt else t
+                    intervals.append((t, max(until, t)))
+    merged: list[list[float]] = []
+    for lo, hi in sorted(intervals):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    seconds = sum(hi - lo for lo, hi in merged) if merged else None
+    return {
+        "sample_breach_s": seconds,
+        "sample_first_at": datetime.fromtimestamp(merged[0][0], tz=UTC) if merged else None,
+        "sample_last_at": datetime.fromtimestamp(merged[-1][1], tz=UTC) if merged else None,
+        "slo": {
+            "objective_pct": SLO_OBJECTIVE * 100,
+            "window_days": SLO_WINDOW_S // 86_400,
+            "budget_s": ERROR_BUDGET_S,
+            "burned_pct": None if seconds is None else 100 * seconds / ERROR_BUDGET_S,
+        },
+    }
+
+
+def resolution(data: RecordInput) -> dict[str, Any]:
+    """How it was resolved, from the record: the fix, when its verification last turned
+    passing before the close (the timeline's verification events), and the close."""
+    inv = data.investigation
+    closed = inv["closed_at"]
+    passing = [
+        e["at"]
+        for e in data.timeline
+        if e["kind"] == EventKind.VERIFICATION
+        and (e.get("data") or {}).get("state") == "passing"
+        and (closed is None or e["at"] <= closed)
+    ]
+    verified_at = max(passing) if passing else None
+    if verified_at is None and closed and not inv.get("close_override") and data.fix:
+        verified_at = closed  # closing without an override needs a passing verification
+    fix = data.fix
+    return {
+        "fix_applied_at": fix["applied_at"] if fix else None,
+        "fix_applied_by": (fix["applied_by"] or "automation") if fix else "",
+        "verified_at": verified_at,
+        "to_verified_fix_s": (verified_at - inv["opened_at"]).total_seconds()
+        if verified_at
+        else None,
+        "closed_at": closed,
+        "override": inv.get("close_override", ""),
     }
 
 
@@ -492,10 +604,23 @@ def narrative(version: Mapping[str, Any] | None) -> list[dict]:
     ]
 
 
+VERSION_META = (
+    "number",
+    "edited_by",
+    "created_at",
+    "comment",
+    "review_state",
+    "review_requested_by",
+    "review_requested_at",
+    "reviewer",
+    "published_at",
+)
+
+
 def _version_meta(version: Mapping[str, Any] | None) -> dict | None:
     if not version:
         return None
-    return {k: version[k] for k in ("number", "edited_by", "created_at", "comment")}
+    return {k: version.get(k) for k in VERSION_META}
 
 
 def chart_data(data: RecordInput, tree: Sequence[Mapping[str, Any]]) -> dict:
@@ -611,7 +736,7 @@ def load_document(
     version = items = None
     if postmortem is not None:
         versions = PostmortemVersion.objects.filter(postmortem=postmortem).select_related(
-            "edited_by"
+            "edited_by", "review_requested_by"
         )
         if version_number is not None:
             versions = versions.filter(number=version_number)
@@ -623,6 +748,11 @@ def load_document(
                 "edited_by": name(found.edited_by),
                 "created_at": found.created_at,
                 "comment": found.comment,
+                "review_state": found.review_state,
+                "review_requested_by": name(found.review_requested_by),
+                "review_requested_at": found.review_requested_at,
+                "reviewer": found.reviewer_name,
+                "published_at": found.published_at,
             }
         items = [
             {
@@ -631,6 +761,8 @@ def load_document(
                 "owner": i.owner_name or "unassigned",
                 "due": i.due,
                 "type": i.type,
+                "priority": i.priority,
+                "overdue": i.is_overdue(now.date()),
                 "status": i.status,
                 "created_by": name(i.created_by),
                 "created_at": i.created_at,

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 from investigations.access import get_investigation
 from postmortems import actions, record
 from postmortems.access import get_action_item, get_export
-from postmortems.forms import ActionItemForm, ExportForm, NarrativeForm
-from postmortems.models import Export, Postmortem
+from postmortems.forms import ActionItemForm, ExportForm, NarrativeForm, ReviewForm
+from postmortems.models import Export, Postmortem, PostmortemVersion
 from postmortems.svg import alarm_chart
 from teams.models import Membership, Role
 
@@ -27,19 +27,65 @@ def _can_edit(user, investigation) -> bool:
     ).exists()
 
 
+def _can_publish(user, investigation) -> bool:
+    return Membership.objects.filter(
+        team_id=investigation.team_id, user=user, role=Role.COMMANDER
+    ).exists()
+
+
+def _requested_version(request: HttpRequest) -> int | None:
+    """``?version=N`` reads an earlier version; anything else, the newest."""
+    raw = request.GET.get("version", "")
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 2**31 else None
+
+
 def _page(request: HttpRequest, investigation, *, draft=None, conflict="", status=200):
+    postmortem = Postmortem.objects.filter(investigation=investigation).first()
+    versions = (
+        list(
+            PostmortemVersion.objects.filter(postmortem=postmortem)
+            .select_related("edited_by")
+            .only(
+                "number",
+                "created_at",
+                "comment",
+                "review_state",
+                "reviewer_name",
+                "published_at",
+                "edited_by__username",
+            )
+            .order_by("-number")
+        )
+        if postmortem
+        else []
+    )
+    newest = versions[0].number if versions else 0
+    reading = _requested_version(request) if request.method == "GET" else None
+    if reading is not None and reading not in {v.number for v in versions}:
+        raise Http404("no such version")
+    if reading == newest:
+        reading = None
     doc = record.load_document(
         investigation,
         investigation_url=request.build_absolute_uri(
             reverse("investigations:detail", args=[investigation.pk])
         ),
+        version_number=reading,
     )
-    version = doc["version"]
     if draft is None:
         draft = {s["key"]: s["text"] for s in doc["narrative"]}
-        draft["base_version"] = version["number"] if version else 0
-    can_edit = _can_edit(request.user, investigation)
+        draft["base_version"] = newest
+    can_edit = _can_edit(request.user, investigation) and reading is None
+    state = versions[0].review_state if versions else ""
     context = {
+        "versions": versions,
+        "reading": reading,
+        "review_form": ReviewForm(initial={"version": newest}) if versions else None,
+        "can_request_review": can_edit and state == "draft",
+        "can_publish": reading is None
+        and state == "in_review"
+        and investigation.closed_at is not None
+        and _can_publish(request.user, investigation),
         "doc": doc,
         "investigation": investigation,
         "chart_svg": alarm_chart(doc["chart"]),
@@ -101,6 +147,47 @@ def edit_narrative(request: HttpRequest, investigation_id) -> HttpResponse:
     return redirect("postmortems:detail", investigation_id=investigation.pk)
 
 
+def _review_step(request: HttpRequest, investigation_id, minimum: Role, step, done: str):
+    investigation = get_investigation(request.user, investigation_id, minimum)
+    form = ReviewForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say which version (reload the page).")
+    else:
+        try:
+            version = step(
+                investigation=investigation,
+                user=request.user,
+                number=form.cleaned_data["version"],
+            )
+        except actions.ReviewRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, done.format(version=version.number))
+    return redirect(reverse("postmortems:detail", args=[investigation.pk]) + "#review")
+
+
+@require_POST
+def request_review(request: HttpRequest, investigation_id) -> HttpResponse:
+    return _review_step(
+        request,
+        investigation_id,
+        Role.RESPONDER,
+        actions.request_review,
+        "Version {version} is in review.",
+    )
+
+
+@require_POST
+def publish(request: HttpRequest, investigation_id) -> HttpResponse:
+    return _review_step(
+        request,
+        investigation_id,
+        Role.COMMANDER,
+        actions.publish,
+        "Version {version} is published; later edits make a new version.",
+    )
+
+
 @require_POST
 def add_action_item(request: HttpRequest, investigation_id) -> HttpResponse:
     investigation = get_investigation(request.user, investigation_id, Role.RESPONDER)
@@ -114,6 +201,7 @@ def add_action_item(request: HttpRequest, investigation_id) -> HttpResponse:
             investigation=investigation,
             title=data["title"],
             type=data["type"],
+            priority=data["priority"],
             owner=data["owner"],
             owner_text=data["owner_text"],
             due=data["due"],

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_POST
 from deployments import access as deployment_access
 from investigations.access import get_investigation
 from investigations.causes import CAUSES
-from review import actions, indexing, records, search, stats
+from investigations.choices import Severity
+from review import actions, charts, indexing, records, search, stats
 from review.forms import CommentForm, ReviewFilterForm
 from teams.access import get_team, teams_of
 from teams.models import Membership, Role
@@ -119,6 +120,7 @@ def team_stats(request: HttpRequest) -> HttpResponse:
     except ValueError:
         raise Http404 from None
     statistics = records.team_statistics(team.pk) if team else None
+    drills = records.team_statistics(team.pk, drills=True) if team else None
     return render(
         request,
         "review/stats.html",
@@ -126,16 +128,40 @@ def team_stats(request: HttpRequest) -> HttpResponse:
             "teams": teams,
             "team": team,
             "stats": statistics,
-            "fmt": {
-                "ttrc_median": stats.format_duration(statistics.time_to_root_cause.median_s),
-                "ttrc_p90": stats.format_duration(statistics.time_to_root_cause.p90_s),
-                "fix_median": stats.format_duration(statistics.time_to_verified_fix.median_s),
-                "fix_p90": stats.format_duration(statistics.time_to_verified_fix.p90_s),
-            }
-            if statistics
-            else {},
+            "fmt": _formatted(statistics) if statistics else {},
+            "drills": drills if drills and drills.closed else None,
+            "drills_fmt": _formatted(drills) if drills else {},
             "by_cause": [(c, n, CAUSES.get(c, "")) for c, n in statistics.by_root_cause]
             if statistics
             else [],
+            "by_severity": [(_severity_label(s), n) for s, n in statistics.by_severity]
+            if statistics
+            else [],
+            "figures": {
+                "severity": charts.by_severity(statistics.weeks, _severity_label),
+                "cause": charts.by_root_cause(statistics.weeks),
+                "durations": charts.durations(statistics.weeks),
+            }
+            if statistics and statistics.weeks
+            else None,
         },
     )
+
+
+def _severity_label(value: str) -> str:
+    try:
+        return Severity(value).label
+    except ValueError:
+        return value or "not set"
+
+
+def _formatted(statistics: stats.TeamStatistics) -> dict[str, str]:
+    f = stats.format_duration
+    return {
+        "tta_median": f(statistics.time_to_acknowledge.median_s),
+        "tta_p90": f(statistics.time_to_acknowledge.p90_s),
+        "ttrc_median": f(statistics.time_to_root_cause.median_s),
+        "ttrc_p90": f(statistics.time_to_root_cause.p90_s),
+        "fix_median": f(statistics.time_to_verified_fix.median_s),
+        "fix_p90": f(statistics.time_to_verified_fix.p90_s),
+    }

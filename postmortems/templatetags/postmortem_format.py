@@ -22,3 +22,8 @@ def num(value: float | None) -> str:
 @register.filter
 def thousands(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
+
+
+@register.filter
+def absolute(value: float | None) -> float | None:
+    return None if value is None else abs(value)

@@ -14,7 +14,7 @@ def test_markdown_has_the_record(incident):
     assert md.startswith("# Postmortem: p95 time to first token over target on atlas-prod")
     cause = md[md.index("## Root cause") : md.index("## Hypotheses")]
     assert "The KV cache is full; admission stalls and requests are preempted" in cause
-    tree = md[md.index("## Hypotheses") : md.index("## Fix and verification")]
+    tree = md[md.index("## Hypotheses") : md.index("## Regression gate")]
     for key, reason in [
         ("router-latency", "Router p95 is 4 ms, far under 20 ms"),
         ("prefill-slow", "Prefill is on budget; the slow part is re-prefill"),
@@ -24,7 +24,7 @@ def test_markdown_has_the_record(incident):
         assert reason in node.split("\n#")[0]
         assert "| Check | Measured |" in node.split("\n#")[0]
     assert "| Router forward latency, p95 | 0.004 | 0.1 | 0.02 |" in tree
-    fix = md[md.index("## Fix and verification") : md.index("## Regression gate")]
+    fix = md[md.index("## Resolution") : md.index("## Root cause")]
     assert "`fewer-max-num-seqs`" in fix and "**passing**" in fix
     gate = md[md.index("## Regression gate") :]
     assert "```yaml\ngroups:\n- name: atlas-regression-gates" in gate

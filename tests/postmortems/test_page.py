@@ -81,7 +81,7 @@ def test_an_action_item_is_added_and_closed(client_for, responder, commander, in
         url,
         {
             "title": "Alert on KV usage over 90 % with preemptions",
-            "type": "detective",
+            "type": "detect",
             "owner": commander.username,
             "due": "2026-02-01",
         },
@@ -89,7 +89,7 @@ def test_an_action_item_is_added_and_closed(client_for, responder, commander, in
     assert response.status_code == 302
     item = ActionItem.objects.get()
     assert (item.owner, item.created_by, item.status) == (commander, responder, "open")
-    client.post(url, {"title": "Capacity review", "type": "preventative", "owner_text": "SRE"})
+    client.post(url, {"title": "Capacity review", "type": "prevent", "owner_text": "SRE"})
     page = _page(client, incident)
     actions = _section(page, "pm-actions")
     assert "Alert on KV usage over 90 % with preemptions" in actions
@@ -105,7 +105,7 @@ def test_an_owner_from_another_team_is_refused(client_for, responder, outsider, 
 
     client_for(responder).post(
         reverse("postmortems:add_action", args=[incident.pk]),
-        {"title": "Audit", "type": "corrective", "owner": outsider.username},
+        {"title": "Audit", "type": "mitigate", "owner": outsider.username},
     )
     assert not ActionItem.objects.exists()
 
@@ -117,7 +117,7 @@ def test_the_page_has_a_query_budget(
 
     for n in range(20):
         actions.add_action_item(
-            investigation=incident, title=f"Item {n}", type="corrective", user=responder
+            investigation=incident, title=f"Item {n}", type="mitigate", user=responder
         )
     client = client_for(responder)
     # Evaluation, verification and the gate read the record; rows add no queries.

@@ -28,7 +28,7 @@ def incident(deployment, commander):
 @pytest.fixture
 def rows(incident, commander, media):
     item = actions.add_action_item(
-        investigation=incident, title="Alert on KV pressure", type="detective", user=commander
+        investigation=incident, title="Alert on KV pressure", type="detect", user=commander
     )
     export = Export.objects.create(
         team=incident.team,
@@ -62,7 +62,7 @@ def test_reading(client, request, rows, incident, role, name):
     ("name", "data"),
     [
         ("edit", {"base_version": 0, "summary": "What happened"}),
-        ("add_action", {"title": "Runbook", "type": "corrective", "owner_text": "SRE"}),
+        ("add_action", {"title": "Runbook", "type": "mitigate", "owner_text": "SRE"}),
         ("close_action", {}),
         ("export", {"format": "pdf"}),
     ],

@@ -176,3 +176,77 @@ def test_statistics_pick_among_several_teams(client_for, commander, other_team):
     builders.deployment(other_team, "x")
     page = client_for(commander).get(reverse("review:stats"), {"team": other_team.pk})
     assert f'<option value="{other_team.pk}" selected>' in page.content.decode()
+
+
+def test_statistics_show_acknowledge_severity_and_weekly_trends_without_drills(
+    client_for, viewer, commander, deployment, django_capture_on_commit_callbacks
+):
+    import json
+
+    real = closed_incident(deployment, commander, title="real", root="gc-pauses")
+    drill = closed_incident(deployment, commander, title="drill", root="gc-pauses", drill=True)
+    Investigation.objects.filter(pk=real.pk).update(severity="sev2")
+    Investigation.objects.filter(pk=drill.pk).update(severity="sev1")
+    page = client_for(viewer).get(reverse("review:stats")).content.decode()
+    durations = page.split('data-testid="durations"')[1].split("</table>")[0]
+    # Opened by a person: acknowledged when it opened, before any alarm.
+    assert 'Time to acknowledge</td><td class="num">1</td><td class="num">0 s' in durations
+    assert "DORA" in durations
+    by_severity = page.split('data-testid="by-severity"')[1].split("</table>")[0]
+    assert "SEV2" in by_severity and "SEV1" not in by_severity  # the drill's is left out
+    assert "From the alarm's onset to the first responder action" in page
+    assert "Monday 00:00 UTC" in page
+    trends = page.split('data-testid="trends"')[1].split("</section>")[0]
+    figure = json.loads(
+        re.search(r'id="stats-severity-data" type="application/json">(.*?)</script>', trends, re.S)[
+            1
+        ]
+    )
+    assert [(t["name"], sum(t["y"])) for t in figure["data"]] == [("SEV2", 1)]
+    assert 'data-chart="stats-durations-data"' in trends
+    # Drawn by the site's own scripts (no inline script: the CSP allows none).
+    assert "vendor/plotly/plotly" in page and "js/charts.js" in page
+    assert "<script>" not in page
+
+
+def test_drills_have_their_own_numbers_kept_apart(
+    client_for, viewer, commander, deployment, django_capture_on_commit_callbacks
+):
+    real = closed_incident(deployment, commander, title="real", root="gc-pauses")
+    drill = closed_incident(deployment, commander, title="drill", root="gc-pauses", drill=True)
+    Investigation.objects.filter(pk=real.pk).update(closed_at=real.opened_at + timedelta(hours=2))
+    Investigation.objects.filter(pk=drill.pk).update(
+        closed_at=drill.opened_at + timedelta(minutes=7)
+    )
+    page = client_for(viewer).get(reverse("review:stats")).content.decode()
+    durations = page.split('data-testid="durations"')[1].split("</table>")[0]
+    drills = page.split('data-testid="drills"')[1].split("</section>")[0]
+    assert "1 finished drill alone" in drills
+    assert "7 min 00 s" in drills and "2 h 00 min" not in drills
+    assert "2 h 00 min" in durations and "7 min 00 s" not in durations
+
+
+@pytest.mark.parametrize(
+    ("events", "expected_s"),
+    [
+        ([], 0),  # opened by a person, no alarm: acknowledged when opened
+        ([("alarm", {"firing": True}, -3)], 180),
+        ([("alarm", {"firing": False}, -10), ("alarm", {"firing": True}, -3)], 180),
+        ([("alert", {"status": "firing"}, -5), ("alarm", {"firing": True}, -3)], 300),
+        ([("alert", {"status": "resolved"}, -8)], 0),
+    ],
+)
+def test_the_onset_is_read_from_firing_events_in_the_database(
+    commander, deployment, events, expected_s, frozen_now, django_capture_on_commit_callbacks
+):
+    from investigations.models import TimelineEvent
+    from review import records
+
+    real = closed_incident(deployment, commander, title="real")
+    for kind, data, minutes in events:
+        event = TimelineEvent.objects.create(investigation=real, kind=kind, summary=kind, data=data)
+        TimelineEvent.objects.filter(pk=event.pk).update(
+            at=real.opened_at + timedelta(minutes=minutes)
+        )
+    statistics = records.team_statistics(real.team_id)
+    assert statistics.time_to_acknowledge.median_s == expected_s

@@ -6,9 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from review import charts
 from review.stats import (
+    ActionRow,
     ConfirmRow,
     InvestigationRow,
+    OnsetRow,
     VerifiedRow,
     format_duration,
     median,
@@ -23,7 +26,7 @@ def minutes(n: float) -> datetime:
     return T0 + timedelta(minutes=n)
 
 
-def inv(pk, *, root="", closed=60.0, drill=False, overridden=False, opened=0.0):
+def inv(pk, *, root="", closed=60.0, drill=False, overridden=False, opened=0.0, severity=""):
     return InvestigationRow(
         id=pk,
         opened_at=minutes(opened),
@@ -31,6 +34,7 @@ def inv(pk, *, root="", closed=60.0, drill=False, overridden=False, opened=0.0):
         root_cause=root,
         is_drill=drill,
         overridden=overridden,
+        severity=severity,
     )
 
 
@@ -148,3 +152,79 @@ def test_only_drills_give_no_numbers_but_say_so():
 )
 def test_durations_read_like_people_write_them(seconds, shown):
     assert format_duration(seconds) == shown
+
+
+def test_time_to_acknowledge_from_the_alarms_onset_to_the_first_persons_action():
+    rows = [
+        # a: the alarm fired at 0, an alert opened it at 2, a person decided at 5: 5 min.
+        inv("a", opened=2, closed=60, severity="sev2"),
+        # b: a person opened it at 10, before any alarm (which fired at 12): 0 min.
+        inv("b", opened=10, closed=60, severity="sev2"),
+        # c: no alarm event; opened at 20 by automation, first person at 32: 12 min.
+        inv("c", opened=20, closed=60, severity="sev1"),
+        # d: automation only: never acknowledged.
+        inv("d", opened=30, closed=60),
+        # e: a drill, f: still open: neither counts.
+        inv("e", opened=0, closed=1, drill=True, severity="sev1"),
+        inv("f", opened=0, closed=None, severity="sev1"),
+    ]
+    onsets = [
+        OnsetRow("a", minutes(0)),
+        OnsetRow("a", minutes(1)),  # a later firing: the earliest counts
+        OnsetRow("b", minutes(12)),
+        OnsetRow("e", minutes(0)),
+    ]
+    first_actions = [
+        ActionRow("a", minutes(7)),
+        ActionRow("a", minutes(5)),
+        ActionRow("b", minutes(10)),
+        ActionRow("c", minutes(32)),
+        ActionRow("e", minutes(0.5)),
+    ]
+    stats = team_statistics(rows, [], [], onsets, first_actions)
+    assert stats.time_to_acknowledge.count == 3
+    assert stats.time_to_acknowledge.median_s == 5 * 60  # of 0, 5, 12 minutes
+    assert stats.time_to_acknowledge.p90_s == 12 * 60
+    assert stats.never_acknowledged == 1
+    # Worst first, "not set" last; the drill's and the open one's SEV1 are not counted.
+    assert stats.by_severity == [("sev1", 1), ("sev2", 2), ("", 1)]
+
+
+def test_weekly_trends_group_by_the_week_opened_and_keep_empty_weeks():
+    monday = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+
+    def at(days: float, hours: float = 0) -> float:
+        return ((monday - T0).total_seconds() / 60) + days * 1440 + hours * 60
+
+    rows = [
+        inv("a", opened=at(0), closed=at(0, 1), severity="sev1", root="gc-pauses"),
+        inv("b", opened=at(6, 23), closed=at(7, 1), severity="sev3", root="gc-pauses"),
+        # Two weeks later (the week between is empty).
+        inv("c", opened=at(14, 2), closed=at(14, 3), severity="sev3"),
+        inv("d", opened=at(7), closed=at(7, 1), drill=True, severity="sev1"),
+    ]
+    confirms = [ConfirmRow("a", "gc-pauses", minutes(at(0, 0.5)))]
+    stats = team_statistics(rows, confirms)
+    weeks = stats.weeks
+    assert [w.start.isoformat() for w in weeks] == ["2026-03-02", "2026-03-09", "2026-03-16"]
+    assert [w.count for w in weeks] == [2, 0, 1]  # b opened on Sunday: the first week
+    assert weeks[0].by_severity == {"sev1": 1, "sev3": 1}
+    assert weeks[0].by_root_cause == {"gc-pauses": 2}
+    assert weeks[0].median_root_cause_s == 30 * 60
+    assert weeks[0].median_verified_fix_s == 90 * 60  # 60 and 120 minutes
+    assert weeks[1].median_verified_fix_s is None  # nothing to measure: no point
+    assert weeks[2].by_root_cause == {"": 1}
+
+    severity = charts.by_severity(weeks, lambda s: s.upper() or "not set")
+    assert [t["name"] for t in severity["data"]] == ["SEV1", "SEV3"]
+    assert severity["data"][1]["y"] == [1, 0, 1] and severity["layout"]["barmode"] == "stack"
+    assert severity["data"][0]["x"] == ["2026-03-02", "2026-03-09", "2026-03-16"]
+    cause = charts.by_root_cause(weeks)
+    assert [t["name"] for t in cause["data"]] == ["gc-pauses", "none recorded"]
+    lines = charts.durations(weeks)
+    assert [t["name"] for t in lines["data"]] == [
+        "Time to acknowledge",
+        "Time to root cause",
+        "Time to verified fix",
+    ]
+    assert lines["data"][2]["y"] == [90.0, None, 60.0]

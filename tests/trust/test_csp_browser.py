@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from artifacts.models import Artifact
 from investigations import actions
+from investigations.models import Investigation
 from postmortems.models import Export, Postmortem
 from probes.models import TargetKind
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 - fixtures
@@ -103,6 +104,28 @@ def test_main_pages_raise_no_csp_violation(page, live_server, team, commander, i
     page.wait_for_selector("#artifact-chart .main-svg")  # plotly drew under the policy
 
     assert {path: v for path, v in seen.items() if v} == {}
+    assert [line for line in console if "Content Security Policy" in line] == []
+
+
+def test_the_statistics_trends_draw_under_the_policy(page, live_server, team, commander, incident):  # noqa: F811
+    """The statistics page's weekly trends are plotly figures drawn by the site's scripts."""
+    Investigation.objects.filter(pk=incident["investigation"].pk).update(
+        status="closed", closed_at=timezone.now(), severity="sev2"
+    )
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    page.context.add_init_script(RECORD_VIOLATIONS)
+    page.goto(reverse("login"))
+    page.fill("#id_username", commander.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + reverse("home"))
+    response = page.goto(reverse("review:stats") + f"?team={team.pk}")
+    assert response.status == 200
+    for chart in ("stats-severity", "stats-cause", "stats-durations"):
+        page.wait_for_selector(f"#{chart} .main-svg")
+    page.wait_for_load_state("networkidle")
+    assert page.evaluate("window.__cspViolations") == []
     assert [line for line in console if "Content Security Policy" in line] == []
 
 

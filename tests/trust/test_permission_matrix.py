@@ -269,9 +269,15 @@ MATRIX: dict[str, Page | Api] = {
     ),
     "postmortems:add_action": Page(
         post=members(RESPONDER, 302),
-        data=lambda w: {"title": "Alert on KV usage", "type": "detective", "owner_text": "SRE"},
+        data=lambda w: {"title": "Alert on KV usage", "type": "detect", "owner_text": "SRE"},
     ),
     "postmortems:close_action": Page(post=members(RESPONDER, 302)),
+    # The world's postmortem has no version yet and its investigation is open: each step
+    # is refused with a message (302), after the role check (403 below it).
+    "postmortems:request_review": Page(
+        post=members(RESPONDER, 302), data=lambda w: {"version": "1"}
+    ),
+    "postmortems:publish": Page(post=members(COMMANDER, 302), data=lambda w: {"version": "1"}),
     "postmortems:exports": Page(get=members(VIEWER, 200)),
     "postmortems:export": Page(post=members(RESPONDER, 302), data=lambda w: {"format": "markdown"}),
     "postmortems:download": Page(get=members(VIEWER, 200)),
@@ -457,7 +463,7 @@ def world(team, other_team, commander, responder, viewer, outsider, settings, tm
     )
     postmortem = Postmortem.objects.create(team=team, investigation=investigation)
     item = ActionItem.objects.create(
-        postmortem=postmortem, title="Alert on KV usage", type="detective", created_by=commander
+        postmortem=postmortem, title="Alert on KV usage", type="detect", created_by=commander
     )
     export = Export.objects.create(
         team=team, postmortem=postmortem, format="markdown", status="done", created_by=commander
@@ -517,7 +523,11 @@ def _state(world: World) -> tuple:
         sorted(Membership.objects.filter(team=team).values_list("user_id", "role")),
         sorted(Target.objects.filter(deployment__team=team).values_list("url", "enabled")),
         world.team.api_tokens.filter(revoked_at__isnull=True).count(),
-        PostmortemVersion.objects.filter(postmortem__team=team).count(),
+        sorted(
+            PostmortemVersion.objects.filter(postmortem__team=team).values_list(
+                "number", "review_state", "reviewer_name"
+            )
+        ),
         ActionItem.objects.filter(postmortem__team=team, status="open").count(),
         Export.objects.filter(team=team).count(),
         Artifact.objects.filter(team=team).count(),

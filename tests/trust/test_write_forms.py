@@ -37,6 +37,7 @@ PAGES = {
     "investigation page": lambda w: reverse("investigations:detail", args=[w.investigation.pk]),
     "tree partial": lambda w: reverse("investigations:tree", args=[w.investigation.pk]),
     "team page": lambda w: reverse("teams:detail", args=[w.team.pk]),
+    "postmortem page": lambda w: reverse("postmortems:detail", args=[w.investigation.pk]),
 }
 
 

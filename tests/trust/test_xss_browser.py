@@ -207,7 +207,7 @@ class World:
         pm_actions.add_action_item(
             investigation=investigation,
             title=f"t-actionitem {ALL}",
-            type=ActionItem.Type.CORRECTIVE,
+            type=ActionItem.Type.MITIGATE,
             user=self.commander,
             owner_text=SHORT,
         )
