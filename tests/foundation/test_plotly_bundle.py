@@ -113,3 +113,18 @@ def test_every_trace_type_written_in_the_product_source_is_in_the_bundle():
     assert {"scatter", "bar"} <= found.keys()  # the scan sees the builders above
     missing = {k: v for k, v in found.items() if k not in bundle_trace_types(_source())}
     assert not missing, f"trace types the vendored plotly.js cannot draw: {missing}"
+
+
+def test_every_page_loads_the_vendored_bundle_through_charts_js():
+    """A template that names another plotly file (the wheel's full plotly.min.js, gone
+    from static/) renders charts nowhere: pages hand charts.js the vendored bundle."""
+    root = Path(__file__).resolve().parents[2]
+    named = {
+        str(path.relative_to(root))
+        for path in root.glob("*/templates/**/*.html")
+        if "plotly" in path.read_text()
+    }
+    for name in named:
+        text = (root / name).read_text()
+        assert "plotly.min.js" not in text, name
+        assert "vendor/plotly/plotly-cartesian.min.js" in text, name

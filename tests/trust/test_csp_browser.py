@@ -18,6 +18,7 @@ from investigations.models import Investigation
 from postmortems.models import Export, Postmortem
 from probes.models import TargetKind
 from tests.browser.conftest import chromium, page, requests_seen  # noqa: F401 - fixtures
+from tests.browser.support import draw_every_chart
 from tests.conftest import PASSWORD
 from tests.support import builders
 
@@ -122,6 +123,7 @@ def test_the_statistics_trends_draw_under_the_policy(page, live_server, team, co
     page.wait_for_url(live_server.url + reverse("home"))
     response = page.goto(reverse("review:stats") + f"?team={team.pk}")
     assert response.status == 200
+    assert draw_every_chart(page) == 3  # weekly trends by severity, by cause, durations
     for chart in ("stats-severity", "stats-cause", "stats-durations"):
         page.wait_for_selector(f"#{chart} .main-svg")
     page.wait_for_load_state("networkidle")
