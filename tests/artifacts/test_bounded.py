@@ -157,3 +157,15 @@ def test_an_expired_deadline_says_which_limit():
         deadline.check()
     assert caught.value.reason == "analysis exceeded its time limit of -1 s"
     Deadline(3600.0).check()  # far off: passes
+
+
+def test_a_path_is_read_like_a_stream_and_an_empty_file_is_refused_by_name(tmp_path):
+    """The upload task passes a path, not a file object (second bounded run's survivors)."""
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    assert read_all(path) == read_all(str(path)) == b'{"traceEvents": []}'
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(empty)
+    assert caught.value.reason == "file is empty"
