@@ -826,7 +826,17 @@ def loads(
     deadline.check()
     try:
         obj = _DataOnlyUnpickler(_stream(data)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        # APPENDS/SETITEMS onto a tuple or a string: the stack is not simulated by the fast
+        # scan, and the C unpickler calls .append on whatever is there (found by the fuzzer).
+        AttributeError,
+    ) as exc:
         if fast:
             prescan(data, limits, deadline)  # the reference names the fault, if it sees one
         # Unreachable for data that passed the pre-scan, except e.g. an unhashable dict key.

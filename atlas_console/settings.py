@@ -160,6 +160,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_REDIRECT_URL = "home"
+# Team invitations (issue 19.12) lapse after this many days: an offer nobody answered
+# must not stay usable forever by whoever later gets that username or address.
+ATLAS_INVITATION_DAYS = env.env_int(ENVIRON, "ATLAS_INVITATION_DAYS", 7, minimum=1)
 LOGOUT_REDIRECT_URL = "login"
 
 # Single sign-on (sso/, README "Single sign-on"): OpenID Connect through

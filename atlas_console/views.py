@@ -18,7 +18,7 @@ from investigations.models import Investigation
 from probes.health import worker_status
 from probes.models import Target
 from teams.access import memberships_of
-from teams.models import Role
+from teams.models import Invitation, Role
 
 
 @require_GET
@@ -44,6 +44,8 @@ def home(request: HttpRequest) -> HttpResponse:
             ),
             "open_form": OpenInvestigationForm(),
             "workers": worker_status(),
+            # Seen right after login (issue 19.12): people join teams by accepting.
+            "invitations": Invitation.objects.addressed_to(request.user).pending().count(),
         },
     )
 

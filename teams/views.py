@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
@@ -12,8 +13,15 @@ from django.views.decorators.http import require_GET, require_POST
 from audit import log
 from audit.models import Action
 from teams import access, actions
-from teams.forms import AddMemberForm, ChangeRoleForm, TeamForm
-from teams.models import Membership, Role
+from teams.forms import ChangeRoleForm, InviteForm, TeamForm
+from teams.models import Invitation, Membership, Role
+
+# What a commander is told after inviting, whoever they named: the same words whether or
+# not an account matches (issue 19.12), so the answer is no existence oracle.
+INVITED = (
+    "Invitation recorded for {invitee}. If they have an account here, they will see it "
+    "after they sign in; it lapses in {days} days."
+)
 
 
 @require_GET
@@ -28,8 +36,10 @@ def create_team(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             team = actions.create_team(name=form.cleaned_data["name"], creator=request.user)
-        except IntegrityError:
-            form.add_error("name", "A team with this name exists.")
+        except ValidationError as exc:
+            form.add_error("name", exc)
+        except IntegrityError:  # a concurrent create by the same person, same name
+            form.add_error("name", "You already created a team with this name; pick another.")
         else:
             messages.success(request, f"Team {team} created; you are its commander.")
             return redirect("teams:detail", team_id=team.id)
@@ -40,27 +50,75 @@ def create_team(request: HttpRequest) -> HttpResponse:
 @require_GET
 def team_detail(request: HttpRequest, team_id) -> HttpResponse:
     membership = access.authorize(request.user, team_id)
-    return _render_detail(request, membership, AddMemberForm())
+    return _render_detail(request, membership, InviteForm())
 
 
 @require_POST
-def add_member(request: HttpRequest, team_id) -> HttpResponse:
+def invite(request: HttpRequest, team_id) -> HttpResponse:
+    """Invite by username or address (commanders). No one is added here: the invitee
+    accepts or declines on their own Invitations page."""
     membership = access.authorize(request.user, team_id, Role.COMMANDER)
-    form = AddMemberForm(request.POST)
-    if form.is_valid():
-        try:
-            added = actions.add_member(
-                team=membership.team,
-                username=form.cleaned_data["username"],
-                role=Role(form.cleaned_data["role"]),
-                by=request.user,
-            )
-        except ValidationError as exc:
-            form.add_error(None, exc)
-        else:
-            messages.success(request, f"Added {added.user} as {added.get_role_display()}.")
-            return redirect("teams:detail", team_id=membership.team_id)
-    return _render_detail(request, membership, form, status=400)
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        return _render_detail(request, membership, form, status=400)
+    invitation = actions.invite(
+        team=membership.team,
+        invitee=form.cleaned_data["invitee"],
+        role=Role(form.cleaned_data["role"]),
+        by=request.user,
+    )
+    messages.success(
+        request,
+        INVITED.format(invitee=invitation.invitee, days=settings.ATLAS_INVITATION_DAYS),
+    )
+    return redirect("teams:detail", team_id=membership.team_id)
+
+
+@require_POST
+def revoke_invitation(request: HttpRequest, team_id, invitation_id) -> HttpResponse:
+    membership = access.authorize(request.user, team_id, Role.COMMANDER)
+    try:
+        invitation = actions.revoke(
+            team=membership.team, invitation_id=invitation_id, by=request.user
+        )
+    except Invitation.DoesNotExist:
+        raise Http404 from None
+    messages.success(request, f"Revoked the invitation of {invitation.invitee}.")
+    return redirect("teams:detail", team_id=membership.team_id)
+
+
+@require_GET
+def my_invitations(request: HttpRequest) -> HttpResponse:
+    """The signed-in person's open invitations, to accept or decline."""
+    invitations = (
+        Invitation.objects.addressed_to(request.user)
+        .pending()
+        .select_related("team", "invited_by")
+        .order_by("expires_at")
+    )
+    return render(request, "teams/invitations.html", {"invitations": invitations})
+
+
+@require_POST
+def accept_invitation(request: HttpRequest, invitation_id) -> HttpResponse:
+    """Join with the invited role. Anyone but the invitee, and an answered, revoked or
+    lapsed invitation, gets 404: no one learns of invitations that are not theirs."""
+    try:
+        joined = actions.accept(invitation_id=invitation_id, user=request.user)
+    except Invitation.DoesNotExist:
+        raise Http404 from None
+    messages.success(request, f"You are in {joined.team} as {joined.get_role_display()}.")
+    return redirect("teams:detail", team_id=joined.team_id)
+
+
+@require_POST
+def decline_invitation(request: HttpRequest, invitation_id) -> HttpResponse:
+    try:
+        declined = actions.decline(invitation_id=invitation_id, user=request.user)
+    except Invitation.DoesNotExist:
+        raise Http404 from None
+    messages.success(request, f"Declined the invitation to {declined.team}.")
+    return redirect("teams:invitations")
 
 
 @require_POST
@@ -106,6 +164,10 @@ def audit_log(request: HttpRequest, team_id) -> HttpResponse:
 
 def _render_detail(request, membership, form, status: int = 200) -> HttpResponse:
     members = membership.team.memberships.select_related("user")
+    can_manage = membership.allows(Role.COMMANDER)
+    invitations = (
+        membership.team.invitations.pending().select_related("invited_by") if can_manage else []
+    )
     return render(
         request,
         "teams/detail.html",
@@ -115,7 +177,8 @@ def _render_detail(request, membership, form, status: int = 200) -> HttpResponse
             "members": members,
             "form": form,
             "roles": Role.choices,
-            "can_manage": membership.allows(Role.COMMANDER),
+            "can_manage": can_manage,
+            "invitations": invitations,
         },
         status=status,
     )

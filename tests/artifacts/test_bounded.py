@@ -97,3 +97,75 @@ def test_many_concatenated_members_stream_in_bounded_memory():
     tracemalloc.stop()
     assert total <= 512 * MiB
     assert peak < 3 * len(data) + 8 * MiB
+
+
+# --- each limit at its boundary, and the reasons people read (issue 19.14: mutants that
+# moved a limit by one, or a default, survived every test) ---------------------------------
+
+
+def test_the_default_limits_are_the_documented_ones_and_cannot_be_changed_in_place():
+    """docs/threat-model.md and the upload form state these; DEFAULT_LIMITS is shared by
+    every analysis, so one caller assigning to it would change everyone's bounds."""
+    import dataclasses
+
+    assert (Limits().max_file_bytes, Limits().max_expanded_bytes) == (512 * MiB, 4096 * MiB)
+    assert Limits().deadline_s == 300.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Limits().max_file_bytes = 1  # type: ignore[misc]
+
+
+def test_a_file_of_exactly_the_limit_is_read_and_one_byte_more_is_not():
+    limits = Limits(max_file_bytes=MiB)
+    assert len(read_all(io.BytesIO(b"x" * MiB), limits)) == MiB
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(io.BytesIO(b"x" * (MiB + 1)), limits)
+    assert caught.value.reason == "file is larger than the 1 MiB limit"
+
+
+def test_gzip_expanding_to_exactly_the_limit_is_read_and_one_byte_more_is_not():
+    limits = Limits(max_expanded_bytes=MiB)
+    assert len(read_all(io.BytesIO(gzip.compress(b"y" * MiB)), limits)) == MiB
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(io.BytesIO(gzip.compress(b"y" * (MiB + 1))), limits)
+    assert caught.value.reason == ("gzip data expands past the 1 MiB limit (a decompression bomb?)")
+
+
+def test_after_the_gzip_end_only_zero_padding_or_another_member_is_accepted():
+    member = gzip.compress(b"data")
+    assert read_all(io.BytesIO(member + b"\x00" * 512)) == b"data"  # tape/block padding
+    for trailer in (b"XX", b"X\x00", b"\x00junk"):
+        with pytest.raises(ArtifactRejected) as caught:
+            read_all(io.BytesIO(member + trailer))
+        assert caught.value.reason == "unexpected bytes after the end of the gzip data"
+
+
+def test_broken_gzip_is_named_for_what_is_wrong():
+    member = gzip.compress(b"some data" * 100)
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(io.BytesIO(member[:-12]))
+    assert caught.value.reason == "gzip data ends early (truncated file)"
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(io.BytesIO(member[:10] + b"\xff" * 20 + member[30:]))
+    assert caught.value.reason.startswith("corrupt gzip data: ")
+
+
+def test_an_expired_deadline_says_which_limit():
+    from artifacts.bounded import Deadline
+
+    deadline = Deadline(-1.0)  # already past: no sleeping, no wall clock
+    with pytest.raises(ArtifactRejected) as caught:
+        deadline.check()
+    assert caught.value.reason == "analysis exceeded its time limit of -1 s"
+    Deadline(3600.0).check()  # far off: passes
+
+
+def test_a_path_is_read_like_a_stream_and_an_empty_file_is_refused_by_name(tmp_path):
+    """The upload task passes a path, not a file object (second bounded run's survivors)."""
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    assert read_all(path) == read_all(str(path)) == b'{"traceEvents": []}'
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(ArtifactRejected) as caught:
+        read_all(empty)
+    assert caught.value.reason == "file is empty"

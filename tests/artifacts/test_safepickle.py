@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from artifacts import safepickle
@@ -375,6 +375,25 @@ def assert_same_verdict(data: bytes, limits=safepickle.DEFAULT_PICKLE_LIMITS) ->
     return new
 
 
+# Unmutated seeds (protocol 3+: protocol 2 pickles bytes through a GLOBAL). Each
+# differential fuzzer also runs these: both passes must accept them
+# and ``loads`` must return exactly the value pickled, since "the same verdict" alone is
+# met by a pre-scan that refuses everything next to a reference that does too (19.14).
+_SEED_VALUE = [1, -(1 << 40), "snapshot", b"\x00\xff", 2.5, None, True, {"k": (1, 2)}, []]
+_SEED_VALUE.append(_SEED_VALUE[-1])  # a shared list: the memo path
+_SEEDS = {pickle.dumps(_SEED_VALUE, protocol=p): p for p in (3, 4, 5)}
+_SEED = pickle.dumps(_SEED_VALUE, protocol=4)
+
+
+def _seed_intact(data: bytes, limits) -> None:
+    if data not in _SEEDS or limits != safepickle.DEFAULT_PICKLE_LIMITS:
+        return
+    assert _outcome(safepickle.prescan, data, limits)[0] == "accepted"
+    assert _outcome(_reference_prescan, data, limits)[0] == "accepted"
+    loaded = safepickle.loads(data, limits)
+    assert loaded == _SEED_VALUE and loaded[-1] is loaded[-2]
+
+
 # Limits small enough that generated pickles trip each of them now and then.
 _tight_limits = st.builds(
     safepickle.PickleLimits,
@@ -424,8 +443,12 @@ def _shared_data(draw):
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_shared_data(), st.integers(2, 5), _limits)
+@example(_SEED_VALUE, 3, safepickle.DEFAULT_PICKLE_LIMITS)
+@example(_SEED_VALUE, 5, safepickle.DEFAULT_PICKLE_LIMITS)
 def test_differential_generated_pickles(value, protocol: int, limits) -> None:
-    assert_same_verdict(pickle.dumps(value, protocol=protocol), limits)
+    data = pickle.dumps(value, protocol=protocol)
+    assert_same_verdict(data, limits)
+    _seed_intact(data, limits)
 
 
 @st.composite
@@ -454,8 +477,10 @@ _ALL_CODES = sorted(ord(op.code) for op in pickletools.opcodes)
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated(), _limits)
+@example(_SEED, safepickle.DEFAULT_PICKLE_LIMITS)
 def test_differential_mutated_pickles(data: bytes, limits) -> None:
     assert_same_verdict(data, limits)
+    _seed_intact(data, limits)
 
 
 def _arg(draw, op: pickletools.OpcodeInfo) -> bytes:
@@ -516,8 +541,10 @@ def _op_soup(draw):
 @pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_op_soup(), _limits)
+@example(_SEED, safepickle.DEFAULT_PICKLE_LIMITS)
 def test_differential_opcode_soup(data: bytes, limits) -> None:
     assert_same_verdict(data, limits)
+    _seed_intact(data, limits)
     # Padding keeps every opcode far from the end, where the fast path runs.
     assert_same_verdict(data + b"N" * 600, limits)
 
@@ -713,12 +740,16 @@ def _fast_never_accepts_what_the_reference_refuses(data: bytes, limits) -> None:
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated(), _limits)
+@example(_SEED, safepickle.DEFAULT_PICKLE_LIMITS)
 def test_fast_loads_on_mutated_pickles(data: bytes, limits) -> None:
     _fast_never_accepts_what_the_reference_refuses(data, limits)
+    _seed_intact(data, limits)
 
 
 @pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_op_soup(), _limits)
+@example(_SEED, safepickle.DEFAULT_PICKLE_LIMITS)
 def test_fast_loads_on_opcode_soup(data: bytes, limits) -> None:
     _fast_never_accepts_what_the_reference_refuses(data, limits)
+    _seed_intact(data, limits)

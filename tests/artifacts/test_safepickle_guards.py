@@ -126,6 +126,21 @@ def test_persistent_ids_are_refused_by_the_second_layer():
         safepickle._DataOnlyUnpickler(io.BytesIO(data)).load()
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x80\x02])q\x00(NNe.",  # the fuzzer's case: APPENDS onto an empty tuple
+        b"\x80\x02X\x01\x00\x00\x00a(Ne.",  # APPENDS onto a string
+        b"\x80\x02)(NNu.",  # SETITEMS onto a tuple
+    ],
+)
+def test_appending_onto_a_non_container_is_a_rejection_not_a_crash(data):
+    """``test_fast_loads_on_mutated_pickles`` found ``AttributeError`` escaping ``loads``
+    (the fast path does not simulate the stack): an upload's analysis died with a
+    traceback instead of a reason."""
+    assert _rejection(data)
+
+
 def _rejection(data: bytes) -> str:
     with pytest.raises(ArtifactRejected) as caught:
         safepickle.loads(data)

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from teams.models import Membership, Role
+from teams.models import Invitation, Membership, Role
 
 # Pages that must answer without a session: logging in (the local form, and single sign-on's
 # start and IdP callback, which 404 while SSO is off), and health probes for load balancers.
@@ -85,10 +85,10 @@ def test_an_outsider_gets_404_for_another_teams_page(client_for, outsider, team)
 
 def test_an_outsider_cannot_write_to_another_team(client_for, outsider, team):
     response = client_for(outsider).post(
-        reverse("teams:add_member", args=[team.id]), {"username": "olga-outsider", "role": "viewer"}
+        reverse("teams:invite", args=[team.id]), {"invitee": "olga-outsider", "role": "viewer"}
     )
     assert response.status_code == 404
-    assert not Membership.objects.filter(team=team, user=outsider).exists()
+    assert not Invitation.objects.filter(team=team).exists()
 
 
 @pytest.mark.parametrize("actor", ["commander", "responder", "viewer"])
@@ -103,19 +103,25 @@ def test_members_can_read_their_team(client_for, request, actor, team):
 @pytest.mark.parametrize(("actor", "status"), [("viewer", 403), ("responder", 403)])
 def test_only_commanders_manage_members(client_for, request, actor, status, team, outsider):
     response = client_for(request.getfixturevalue(actor)).post(
-        reverse("teams:add_member", args=[team.id]),
-        {"username": outsider.username, "role": Role.COMMANDER},
+        reverse("teams:invite", args=[team.id]),
+        {"invitee": outsider.username, "role": Role.COMMANDER},
     )
     assert response.status_code == status
-    assert not Membership.objects.filter(team=team, user=outsider).exists()
+    assert not Invitation.objects.filter(team=team).exists()
 
 
-def test_a_commander_adds_a_member(client_for, commander, team, outsider):
+def test_a_commander_invites_and_the_invitee_joins_by_accepting(
+    client_for, commander, team, outsider
+):
+    """Inviting adds no one (consent, issue 19.12); accepting makes the membership."""
     response = client_for(commander).post(
-        reverse("teams:add_member", args=[team.id]),
-        {"username": outsider.username, "role": Role.VIEWER},
+        reverse("teams:invite", args=[team.id]),
+        {"invitee": outsider.username, "role": Role.VIEWER},
     )
     assert response.status_code == 302
+    assert not Membership.objects.filter(team=team, user=outsider).exists()
+    invitation = Invitation.objects.get(team=team)
+    client_for(outsider).post(reverse("teams:accept_invitation", args=[invitation.id]))
     assert Membership.objects.get(team=team, user=outsider).role == Role.VIEWER
 
 

@@ -267,3 +267,34 @@ def test_accepted_error_statuses_return_their_body_and_others_still_raise(server
         asyncio.run(run("/huge", {503}))
     with pytest.raises(ProbeError, match="redirect"):
         asyncio.run(run("/redirect-metadata", {302, 503}))
+
+
+# --- survivors of the mutation run (.ci/mutation, issue 19.14) --------------------------------
+
+
+def test_the_default_fetch_policy_is_the_documented_one_and_frozen():
+    """The deadlines, the body cap and the redirect count every probe runs under unless a
+    target says otherwise (docs/threat-model.md); shared by every fetch, so immutable."""
+    import dataclasses
+
+    policy = FetchPolicy()
+    assert (policy.connect_timeout, policy.read_timeout, policy.total_timeout) == (2.0, 5.0, 8.0)
+    assert (policy.max_bytes, policy.max_redirects) == (8 * 1024 * 1024, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.max_bytes = 1  # type: ignore[misc]
+
+
+def test_the_headers_the_log_follower_reads_are_kept(server):
+    """Only these headers survive the fetch; dropping one silently breaks log paging."""
+    fetched = _fetch(server + "/log-huge-offset")
+    assert fetched.headers == {
+        "content-type": "text/plain",
+        "x-log-next-offset": "99999999999999999999999",
+    }
+
+
+def test_a_probe_error_reads_as_kind_then_message():
+    """The health strip and the poll log show ``str(error)``."""
+    assert str(ProbeError("redirect", "to another origin", transient=False)) == (
+        "redirect: to another origin"
+    )

@@ -4,7 +4,7 @@ slices are their own series, both hostname spellings, idle GPUs confirm nothing.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from deployments.budget import Budget
@@ -186,9 +186,17 @@ def test_nvidia_smi_hostile_or_foreign_text_is_a_clear_error(text):
         parse_nvidia_smi(text)
 
 
+NVIDIA_SMI_SEED = REAL / "nvidia_smi" / "nvidia_smi_a100_sxm4_80gb_idle_gpu_operator348.txt"
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="| 0123456789NAVIDx-:.CPWMiB/%OnfDeEabl\n", max_size=400))
+@example(text="SEED")
 def test_nvidia_smi_fuzz_parses_or_refuses(text):
+    if text == "SEED":  # the unmutated capture: parsed, its one A100's 80 GiB intact
+        table = parse_nvidia_smi(NVIDIA_SMI_SEED.read_bytes())
+        assert [g.memory_total_mib for g in table.gpus] == [81920]
+        return
     try:
         table = parse_nvidia_smi(text)
     except NvidiaSmiMalformed:

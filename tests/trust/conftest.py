@@ -122,6 +122,20 @@ def accepted_or_rejected(fn: Callable[[], Any], allowed: tuple[type[BaseExceptio
     return result
 
 
+def seed_accepted(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on an unmutated seed: its result, and an assertion error for any exception.
+
+    "Accepted or rejected" alone is passed by a parser that rejects everything, its seeds
+    included (issue 19.14), so every fuzzer also runs its seeds through here and checks
+    their values against an independent reading of the same input."""
+    try:
+        result = fn()
+    except Exception as exc:
+        raise AssertionError(f"an unmutated seed was rejected: {exc!r}") from exc
+    assert result is not None, "an unmutated seed gave nothing"
+    return result
+
+
 def _event(name: str) -> None:
     """Counted in ``--hypothesis-show-statistics``: how many inputs got past the parser."""
     if currently_in_test_context():

@@ -19,7 +19,7 @@ from audit.models import AppendOnlyError, AuditEntry
 from investigations import actions
 from postmortems import actions as postmortem_actions
 from probes.models import Target
-from teams.models import Membership, Role
+from teams.models import Invitation, Membership, Role
 from tests.support.verification import verification_as
 
 NODE = "kv-cache-pressure"
@@ -94,13 +94,18 @@ def test_a_passing_close_is_not_an_override(investigation, commander):
 def test_team_and_role_changes_through_the_pages(client_for, commander, team, viewer, outsider):
     client = client_for(commander)
     client.post(
-        reverse("teams:add_member", args=[team.pk]),
-        {"username": outsider.username, "role": "viewer"},
+        reverse("teams:invite", args=[team.pk]),
+        {"invitee": outsider.username, "role": "viewer"},
     )
+    invitation = Invitation.objects.get(team=team)
+    client_for(outsider).post(reverse("teams:accept_invitation", args=[invitation.pk]))
     membership = Membership.objects.get(team=team, user=viewer)
+    client = client_for(commander)
     client.post(reverse("teams:change_role", args=[team.pk, membership.pk]), {"role": "responder"})
     assert _entries(team=team) == [
-        ("member.add", commander.username),
+        ("invitation.create", commander.username),
+        ("invitation.accept", outsider.username),
+        ("member.add", outsider.username),
         ("member.role", commander.username),
     ]
     change = AuditEntry.objects.get(action="member.role")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from artifacts.models import Artifact
 from investigations import actions
-from investigations.models import Investigation
+from investigations.models import Decision, Investigation
 from investigations.tokens import create_token
 from tests.trust.conftest import fuzz_settings, json_values, mutated
 
@@ -37,6 +37,9 @@ ALERT = {
         }
     ],
 }
+OPEN_SEED = {"symptom": "gpu-oom", "deployment": "atlas-prod", "title": "<svg onload=alert(1)>"}
+DECISION_SEED = {"node": "kv-block-leak", "action": "eliminate", "reason": "blocks freed: 4 ms"}
+UPLOAD_SEED = b'{"traceEvents": []}'
 NESTED = (b"[" * 100_000, b'{"alerts":' + b"[" * 50_000, b'{"a":' * 20_000 + b"1")
 
 
@@ -101,6 +104,11 @@ def test_the_alertmanager_webhook_answers_every_payload_without_a_500(
     else:
         seed = json.dumps(ALERT).encode()
         bodies = [data.draw(mutated((seed,), (b"{", b"[", b'"', b"null", b"1e999", b"\\u0000")))]
+    if data is None:  # the unmutated alert: opened, with the fingerprint it carried
+        answer = _answered(_post(client, url, json.dumps(ALERT).encode(), token), {200})
+        assert len(answer["opened"]) == 1, answer
+        opened = Investigation.objects.get(pk=answer["opened"][0])
+        assert (opened.alert_fingerprint, opened.deployment) == ("f3a1c0ffee", deployment)
     for body in bodies:
         answer = _answered(_post(client, url, body, token), {200, 400})
         for pk in answer.get("opened", []):
@@ -112,18 +120,34 @@ def test_the_alertmanager_webhook_answers_every_payload_without_a_500(
 @given(
     body=st.dictionaries(st.sampled_from(["symptom", "deployment", "title", "x"]), json_values())
 )
-@example(body={"symptom": "gpu-oom", "deployment": "atlas-prod", "title": "<svg onload=alert(1)>"})
+@example(body=OPEN_SEED)
 def test_opening_an_investigation_over_the_api_answers_every_body(client, deployment, token, body):
-    _answered(_post(client, reverse("api:open"), json.dumps(body).encode(), token), {201, 400})
+    answer = _answered(
+        _post(client, reverse("api:open"), json.dumps(body).encode(), token), {201, 400}
+    )
+    if body == OPEN_SEED:  # the unmutated body: opened, the title kept as the text it was
+        assert "error" not in answer, answer
+        opened = Investigation.objects.get(pk=answer["id"])
+        assert (opened.symptom, opened.title) == ("gpu-oom", OPEN_SEED["title"])
 
 
 @fuzz_settings(60)
 @given(body=st.dictionaries(
     st.sampled_from(["node", "action", "reason", "expected_state"]), json_values()))  # fmt: skip
+@example(body=DECISION_SEED)
 def test_decisions_over_the_api_answer_every_body(client, deployment, token, commander, body):
     found = actions.open_investigation(deployment=deployment, symptom="gpu-oom", user=commander)
     url = reverse("api:decisions", args=[found.pk])
-    _answered(_post(client, url, json.dumps(body).encode(), token), {201, 400, 409})
+    response = _post(client, url, json.dumps(body).encode(), token)
+    _answered(response, {201, 400, 409})
+    if body == DECISION_SEED:  # the unmutated decision: recorded with its reason
+        assert response.status_code == 201, response.content[:300]
+        decision = Decision.objects.get(investigation=found)
+        assert (decision.node, decision.action, decision.reason) == (
+            "kv-block-leak",
+            "eliminate",
+            DECISION_SEED["reason"],
+        )
 
 
 @pytest.mark.parametrize("body", NESTED)
@@ -165,6 +189,8 @@ KINDS = st.sampled_from(["", "memory-snapshot", "chrome-trace", "gc-log", "core-
 )
 @example(body=b"x" * (LIMIT + 1), name="big.bin", kind="", multipart=True)
 @example(body=b"x" * (LIMIT + 1), name="big.bin", kind="", multipart=False)
+@example(body=UPLOAD_SEED, name="trace.json", kind="chrome-trace", multipart=False)
+@example(body=UPLOAD_SEED, name="trace.json", kind="chrome-trace", multipart=True)
 def test_uploads_are_stored_bounded_or_refused(
     client, media, commander, deployment, token, body, name, kind, multipart
 ):
@@ -187,6 +213,10 @@ def test_uploads_are_stored_bounded_or_refused(
             HTTP_AUTHORIZATION=f"Bearer {token}",
         )
     answer = _answered(response, {202, 400, 413})
+    if body == UPLOAD_SEED and name == "trace.json":  # the unmutated upload: kept byte for byte
+        assert response.status_code == 202, answer
+        stored = Artifact.objects.get(pk=answer["id"])
+        assert (stored.name, Path(stored.file.path).read_bytes()) == ("trace.json", UPLOAD_SEED)
     if response.status_code != 202:
         assert Artifact.objects.count() == before
         return

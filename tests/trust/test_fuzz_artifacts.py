@@ -39,6 +39,7 @@ from tests.trust.conftest import (
     json_values,
     mutated,
     need_samples,
+    seed_accepted,
 )
 
 MiB = 1 << 20
@@ -81,11 +82,15 @@ def _storable(analysis: dict) -> None:
     assert all(math.isfinite(v) for v in analysis["signals"].values())
 
 
-def _analyse_bytes(data: bytes, kind: str | None) -> dict | None:
+def _analyse_bytes(data: bytes, kind: str | None, *, seed: bool = False) -> dict | None:
+    """The analysis, or None when rejected; an unmutated ``seed`` must be analysed."""
     with tempfile.TemporaryDirectory(prefix="atlas-fuzz-") as folder:
         path = Path(folder) / "artifact"
         path.write_bytes(data)
-        result = accepted_or_rejected(lambda: analyse_file(path, kind, LIMITS), (ArtifactRejected,))
+        analyse = lambda: analyse_file(path, kind, LIMITS)  # noqa: E731
+        result = (
+            seed_accepted(analyse) if seed else accepted_or_rejected(analyse, (ArtifactRejected,))
+        )
     if result is not None:
         _storable(result)
     return result
@@ -190,10 +195,55 @@ def _jsonable(value: Any) -> bool:
 
 # --------------------------------------------------------------------------- snapshots
 
+# The smallest snapshot a current torch writes: one segment with one active block.
+SMALL_SNAPSHOT = pickle.dumps(
+    {
+        "segments": [
+            {
+                "device": 0, "address": 1 << 20, "total_size": 4096, "allocated_size": 512,
+                "active_size": 512, "requested_size": 500, "stream": 0,
+                "segment_type": "small", "segment_pool_id": (0, 0), "is_expandable": False,
+                "frames": [], "blocks": [
+                    {"address": 1 << 20, "size": 512, "requested_size": 500,
+                     "state": "active_allocated", "frames": []},
+                    {"address": (1 << 20) + 512, "size": 3584, "requested_size": 0,
+                     "state": "inactive", "frames": []},
+                ],
+            }
+        ],
+        "device_traces": [[]],
+    },
+    protocol=4,
+)  # fmt: skip
+
+
+def _segments(obj: Any) -> list:
+    return obj["segments"] if isinstance(obj, dict) else obj
+
+
+def _snapshot_seeds_intact() -> None:
+    """Each seed loads to exactly what the stock unpickler reads from it (trusted files),
+    its segments keep their sizes, and it is analysed the same gzipped or not."""
+    for seed in _snapshot_seeds():
+        stock = pickle.loads(seed)  # noqa: S301 - the repository's own sample files
+        assert seed_accepted(lambda s=seed: safepickle.loads(s)) == stock
+        loaded = seed_accepted(lambda s=seed: load_snapshot(s, LIMITS))
+        assert [x.total_size for x in loaded.segments] == [
+            x["total_size"] for x in _segments(stock)
+        ]
+        plain = _analyse_bytes(seed, kinds.MEMORY_SNAPSHOT, seed=True)
+        zipped = _analyse_bytes(gzip.compress(seed, compresslevel=1), None, seed=True)
+        assert plain is not None and zipped is not None
+        assert plain["signals"] == zipped["signals"]
+
 
 @fuzz_settings(120)
 @given(data=st.data())
+@example(data=None)  # the unmutated seeds, which must be accepted with their values intact
 def test_mutated_snapshot_bytes_are_analysed_or_rejected(data):
+    if data is None:
+        _snapshot_seeds_intact()
+        return
     blob = data.draw(mutated(_snapshot_seeds(), PICKLE_TOKENS))
     kind = data.draw(st.sampled_from([kinds.MEMORY_SNAPSHOT, None]))
     if data.draw(st.booleans()):
@@ -204,7 +254,16 @@ def test_mutated_snapshot_bytes_are_analysed_or_rejected(data):
 @pytest.mark.slow
 @fuzz_settings(80)
 @given(data=st.data())
+@example(data=None)  # each seed re-pickled unmutated: analysed, as the original is
 def test_snapshots_with_hostile_values_are_analysed_or_rejected(data):
+    if data is None:
+        for seed in _snapshot_seeds():
+            again = pickle.dumps(safepickle.loads(seed), protocol=4)
+            first = _analyse_bytes(seed, kinds.MEMORY_SNAPSHOT, seed=True)
+            second = _analyse_bytes(again, kinds.MEMORY_SNAPSHOT, seed=True)
+            assert first is not None and second is not None
+            assert first["signals"] == second["signals"]
+        return
     _analyse_bytes(data.draw(_snapshot_pickles()), kinds.MEMORY_SNAPSHOT)
 
 
@@ -213,7 +272,11 @@ def test_snapshots_with_hostile_values_are_analysed_or_rejected(data):
 @example(blob=b"\x80\x05" + b"(" * 100 + b".")
 @example(blob=b"\x80\x02]q\x00h\x00a.")
 @example(blob=b"\x1f\x8b")
+@example(blob=SMALL_SNAPSHOT)
 def test_arbitrary_bytes_through_the_snapshot_loader(blob):
+    if blob == SMALL_SNAPSHOT:
+        small = seed_accepted(lambda: load_snapshot(blob, LIMITS))
+        assert [s.total_size for s in small.segments] == [4096]
     result = accepted_or_rejected(lambda: load_snapshot(blob, LIMITS), (ArtifactRejected,))
     if result is not None:
         analyse_snapshot(result).as_dict()
@@ -222,9 +285,27 @@ def test_arbitrary_bytes_through_the_snapshot_loader(blob):
 # --------------------------------------------------------------------------- chrome traces
 
 
+def _trace_seeds_intact() -> None:
+    """Each seed keeps every event (the count json.loads sees) and is analysed the same
+    gzipped or not."""
+    for seed in _trace_seeds():
+        doc = json.loads(seed)
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        trace = seed_accepted(lambda s=seed: load_chrome_trace(io.BytesIO(s), LIMITS, Deadline(30)))
+        assert trace.events_total == sum(trace.phase_counts.values()) == len(events)
+        plain = _analyse_bytes(seed, kinds.CHROME_TRACE, seed=True)
+        zipped = _analyse_bytes(gzip.compress(seed, compresslevel=1), None, seed=True)
+        assert plain is not None and zipped is not None
+        assert plain["signals"] == zipped["signals"]
+
+
 @fuzz_settings(120)
 @given(data=st.data())
+@example(data=None)  # the unmutated seeds, which must be accepted with their values intact
 def test_mutated_trace_bytes_are_analysed_or_rejected(data):
+    if data is None:
+        _trace_seeds_intact()
+        return
     blob = data.draw(mutated(_trace_seeds(), JSON_TOKENS))
     if data.draw(st.booleans()):
         blob = gzip.compress(blob, compresslevel=1)
@@ -233,8 +314,22 @@ def test_mutated_trace_bytes_are_analysed_or_rejected(data):
 
 @fuzz_settings(80)
 @given(data=st.data())
+@example(data=None)  # the seeds re-serialised unmutated: analysed like the originals
 def test_traces_with_hostile_values_are_analysed_or_rejected(data):
+    if data is None:
+        for seed in _trace_seeds():
+            again = json.dumps(json.loads(seed)).encode()
+            first = _analyse_bytes(seed, kinds.CHROME_TRACE, seed=True)
+            second = _analyse_bytes(again, kinds.CHROME_TRACE, seed=True)
+            assert first is not None and second is not None
+            assert first["signals"] == second["signals"]  # (the byte counts differ)
+        return
     _analyse_bytes(data.draw(_trace_documents()), kinds.CHROME_TRACE)
+
+
+SMALL_TRACE = (
+    '{"traceEvents":[{"ph":"X","ts":1,"dur":2,"name":"k","cat":"kernel","pid":0,"tid":0}]}'
+)
 
 
 @fuzz_settings(150)
@@ -242,7 +337,13 @@ def test_traces_with_hostile_values_are_analysed_or_rejected(data):
                     max_size=400))  # fmt: skip
 @example(text='{"traceEvents":[' + "[" * 5000)
 @example(text='{"traceEvents":[{"ph":"X","ts":1e999,"dur":1e999,"name":"k"}]}')
+@example(text=SMALL_TRACE)
 def test_json_shaped_noise_through_the_trace_loader(text):
+    if text == SMALL_TRACE:
+        trace = seed_accepted(
+            lambda: load_chrome_trace(io.BytesIO(text.encode()), LIMITS, Deadline(30.0))
+        )
+        assert (trace.events_total, trace.names, trace.phase_counts) == (1, ["k"], {"X": 1})
     accepted_or_rejected(
         lambda: load_chrome_trace(io.BytesIO(text.encode()), LIMITS, Deadline(30.0)),
         (ArtifactRejected,),
@@ -275,7 +376,14 @@ def _gc_seeds() -> tuple[bytes, ...]:
 
 @fuzz_settings(150)
 @given(data=st.data())
+@example(data=None)  # the unmutated seeds: every collection kept, analysed
 def test_mutated_gc_logs_are_analysed_or_rejected(data):
+    if data is None:
+        for seed in _gc_seeds():
+            log = seed_accepted(lambda s=seed: parse_gc_log(io.BytesIO(s), LIMITS, year=2026))
+            assert len(log.collections) == seed.count(b"gc: collecting") > 0
+            _analyse_bytes(seed, kinds.GC_LOG, seed=True)
+        return
     blob = data.draw(mutated(_gc_seeds(), GC_TOKENS))
     if data.draw(st.booleans()):
         blob = gzip.compress(blob, compresslevel=1)

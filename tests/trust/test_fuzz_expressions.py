@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from deployments.budget import Budget
 from investigations.evaluation import playbook_functions
 from investigations.expressions import FUNCTIONS, ExpressionError, compile_expression
-from tests.trust.conftest import accepted_or_rejected, fuzz_settings
+from tests.trust.conftest import accepted_or_rejected, fuzz_settings, seed_accepted
 
 NAMES = ("budget.ttft_target_ms", "observed.itl_p99_ms", "expected.prefill_ms", "param.chunk")
 ATOMS = st.sampled_from(
@@ -47,7 +47,26 @@ def _expressions() -> st.SearchStrategy[str]:
 SCOPE_VALUES = st.none() | st.floats() | st.integers(min_value=-(1 << 64), max_value=1 << 64)
 
 
+# Unmutated inputs and their values: each fuzzer's own seeds must evaluate to exactly
+# these, or a compiler that refused everything would pass "compiled or refused".
+SEEDS = {
+    "budget.ttft_target_ms + observed.itl_p99_ms * 2": 5.0,  # with SEED_VALUES below
+    "max(expected.prefill_ms, param.chunk) / 2": 2.0,
+    "1 + 2": 3.0,
+    "ceil(2.5) - floor(2.5)": 1.0,
+}
+SEED_VALUES = [1.0, 2.0, 3.0, 4.0]
+
+
+def _seed(source: object, scope: dict) -> None:
+    functions = playbook_functions(Budget())
+    compiled = seed_accepted(lambda: compile_expression(source, functions=functions))
+    assert seed_accepted(lambda: compiled.evaluate(scope, functions)) == SEEDS[source]
+
+
 def _check(source: object, scope: dict) -> None:
+    if source in SEEDS and (not scope or list(scope.values()) == SEED_VALUES):
+        _seed(source, scope)
     functions = playbook_functions(Budget())  # what evaluation.py evaluates playbooks with
     compiled = accepted_or_rejected(
         lambda: compile_expression(source, functions=functions), (ExpressionError,)
@@ -62,6 +81,8 @@ def _check(source: object, scope: dict) -> None:
 @given(source=_expressions(), values=st.lists(SCOPE_VALUES, min_size=4, max_size=4))
 @example(source="ceil(1e300) * ceil(1e300)", values=[1.0] * 4)
 @example(source="ceil(1e300) * ceil(1e300) / 1", values=[1.0] * 4)
+@example(source="budget.ttft_target_ms + observed.itl_p99_ms * 2", values=SEED_VALUES)
+@example(source="max(expected.prefill_ms, param.chunk) / 2", values=SEED_VALUES)
 def test_grammar_shaped_expressions_compile_and_evaluate_or_are_refused(source, values):
     _check(source, dict(zip(NAMES, values, strict=True)))
 
@@ -71,6 +92,8 @@ def test_grammar_shaped_expressions_compile_and_evaluate_or_are_refused(source, 
 @example(source="1\x00")
 @example(source="(" * 250 + "1" + ")" * 250)
 @example(source="-" * 299 + "1")
+@example(source="1 + 2")
+@example(source="ceil(2.5) - floor(2.5)")
 def test_arbitrary_text_compiles_or_is_refused(source):
     _check(source, {})
 

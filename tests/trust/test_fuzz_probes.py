@@ -24,6 +24,7 @@ from probes.net import FetchResult, ProbeError
 from probes.parsing import logevents
 from probes.parsing.exposition import ExpositionError, ExpositionLimits, parse_exposition
 from probes.parsing.sglang_info import ServerInfoError
+from tests.probes.reference_parser import normalized, reference_families
 from tests.support.samples import METRICS
 from tests.trust.conftest import (
     accepted_or_rejected,
@@ -31,6 +32,7 @@ from tests.trust.conftest import (
     json_values,
     mutated,
     need_samples,
+    seed_accepted,
 )
 
 NOW = datetime(2026, 2, 12, 20, 0, 0, tzinfo=UTC)
@@ -104,6 +106,17 @@ def test_mutated_scrapes_are_observed_or_rejected(data):
     blobs = list(seeds) if data is None else [data.draw(mutated(seeds, EXPOSITION_TOKENS))]
     now = NOW.timestamp()
     history = [(now - 15, observe.observe_engine(seeds[3], [], now - 15, 60).snapshot)]
+    if data is None:  # the seeds: parsed to what prometheus_client reads, and observed
+        for index, seed in enumerate(seeds):
+            ours = seed_accepted(lambda s=seed: parse_exposition(s))
+            assert normalized(list(ours.families.values())) == normalized(reference_families(seed))
+            dcgm = index in (2, 5)  # the DCGM capture and the simulator's DCGM scrape
+            if dcgm:
+                seen = seed_accepted(lambda s=seed: observe.observe_dcgm(s))
+            else:
+                seen = seed_accepted(lambda s=seed: observe.observe_engine(s, history, now, 60))
+            assert seen.observations, index
+            _stored(seen)
     for blob in blobs:
         engine = accepted_or_rejected(
             lambda b=blob: observe.observe_engine(b, history, now, 60), (ExpositionError,)
@@ -114,13 +127,22 @@ def test_mutated_scrapes_are_observed_or_rejected(data):
                 _stored(seen)
 
 
+SMALL_EXPOSITION = '# TYPE x_total counter\nx_total{a="b"} 3\n'
+
+
 @fuzz_settings(200)
 @given(text=st.text(alphabet=st.sampled_from('abc_:{}="\\, \n#\t0123456789.eE+-InfNaTYPEHLP'),
                     max_size=300))  # fmt: skip
 @example(text='x{le="+Inf"} 1\nx{le="1"} 2\n# TYPE x histogram\n')
 @example(text='# TYPE x histogram\nx_bucket{le="NaN"} 1\nx_count NaN\nx_sum 1e999\n')
+@example(text=SMALL_EXPOSITION)
 def test_exposition_shaped_noise_is_parsed_or_rejected(text):
     limits = ExpositionLimits(max_bytes=4096, max_line_bytes=256, max_series=50)
+    if text == SMALL_EXPOSITION:
+        small = seed_accepted(lambda: parse_exposition(text, limits))
+        assert [(s.name, s.labels, s.value) for s in small.samples("x_total")] == [
+            ("x_total", (("a", "b"),), 3.0)
+        ]
     accepted_or_rejected(lambda: parse_exposition(text, limits), (ExpositionError,))
     result = accepted_or_rejected(
         lambda: observe.observe_engine(text.encode(), [], NOW.timestamp(), 60), (ExpositionError,)
@@ -132,8 +154,16 @@ def test_exposition_shaped_noise_is_parsed_or_rejected(text):
 @pytest.mark.slow
 @fuzz_settings(200)
 @given(data=st.data())
+@example(data=None)  # the unmutated log: every line an event, and observed
 def test_mutated_engine_logs_always_become_events(data):
     log = _sim_bodies()[4]
+    if data is None:
+        events = seed_accepted(lambda: logevents.parse_log(log, NOW))
+        assert len(events) == log.count(b"\n") > 0, (len(events), log.count(b"\n"))
+        whole = observe.observe_log(observe.state_from_json(None), log, NOW)[1]
+        assert whole.observations
+        _stored(whole)
+        return
     blob = data.draw(mutated((log, log[-4096:]), LOG_TOKENS))
     # Chunk boundaries anywhere (mid-line, mid-UTF-8): the follower carries state across polls.
     cuts = sorted(data.draw(st.lists(st.integers(0, len(blob)), max_size=5)))
@@ -151,8 +181,16 @@ def test_mutated_engine_logs_always_become_events(data):
 @pytest.mark.slow
 @fuzz_settings(150)
 @given(data=st.data())
+@example(data=None)  # the unmutated answer: observed, its numbers as the server said them
 def test_mutated_server_info_is_observed_or_rejected(data):
     info = _sim_bodies()[3]
+    if data is None:
+        seen = seed_accepted(lambda: observe.observe_sglang_info(info))
+        doc = json.loads(info)
+        assert seen.observations
+        assert f'"max_total_num_tokens": {doc["max_total_num_tokens"]}' in json.dumps(seen.snapshot)
+        _stored(seen)
+        return
     if data.draw(st.booleans()):
         blob = data.draw(mutated((info,), (b"{", b"[", b'"', b"NaN", b"1e999", b"-1", b"null")))
     else:
@@ -175,11 +213,29 @@ PROM_ANSWER = (
 )
 
 
+def _prometheus_seeds_intact() -> None:
+    """The three success answers are read with their values; the error answer is refused."""
+    read = []
+    for blob in (PROM_ANSWER[0], PROM_ANSWER[1], PROM_ANSWER[3]):
+        fetched = FetchResult(
+            "http://127.0.0.1:9090/api/v1/query", 200, "application/json", blob, 0.01
+        )
+        read.append(seed_accepted(lambda f=fetched: promapi.parse_response(f)))
+    assert [r.result_type for r in read] == ["vector", "matrix", "scalar"]
+    assert read[2].scalar == 2.0 and read[0].warnings == () and read[1].warnings == ("w",)
+    refused = FetchResult(
+        "http://127.0.0.1:9090/api/v1/query", 400, "application/json", PROM_ANSWER[2], 0.01
+    )
+    with pytest.raises(ProbeError, match="parse error"):
+        promapi.parse_response(refused)
+
+
 @fuzz_settings(150)
 @given(data=st.data())
 @example(data=None)
 def test_mutated_prometheus_answers_are_read_or_refused(data):
     if data is None:
+        _prometheus_seeds_intact()
         blob, status = b"[" * 100_000, 200
     else:
         blob = data.draw(mutated(PROM_ANSWER, (b"{", b"[", b'"', b"NaN", b"1e999", b"null")))

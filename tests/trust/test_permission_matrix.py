@@ -43,7 +43,8 @@ from investigations.models import Decision, FixRecord, Investigation, RoleAssign
 from postmortems.models import ActionItem, Export, Postmortem, PostmortemVersion
 from probes.models import Target, TargetKind
 from review.models import ReviewComment
-from teams.models import Membership, Role
+from teams import actions as team_actions
+from teams.models import Invitation, Membership, Role
 from tests.support import builders
 
 ANON, OUTSIDER, VIEWER, RESPONDER, COMMANDER = (
@@ -101,6 +102,7 @@ class World:
     drill_range: DrillRange
     drill: Drill
     webhook: ChatWebhook
+    invitation: Invitation
     extra: dict = field(default_factory=dict)
 
 
@@ -118,6 +120,7 @@ PARAMS: dict[str, Callable[[World], object]] = {
     "range_id": lambda w: w.drill_range.pk,
     "drill_id": lambda w: w.drill.pk,
     "webhook_id": lambda w: w.webhook.pk,
+    "invitation_id": lambda w: w.invitation.pk,
 }
 
 
@@ -170,9 +173,19 @@ MATRIX: dict[str, Page | Api] = {
     "teams:list": Page(get=signed_in(200)),
     "teams:create": Page(post=signed_in(302), data=lambda w: {"name": "Night shift"}),
     "teams:detail": Page(get=members(VIEWER, 200)),
-    "teams:add_member": Page(
+    # Invitations (issue 19.12): commanders invite (the same 302 whoever is named);
+    # only the invitee (here the outsider) may answer, everyone else gets 404.
+    "teams:invite": Page(
         post=members(COMMANDER, 302),
-        data=lambda w: {"username": w.users[OUTSIDER].username, "role": Role.VIEWER},
+        data=lambda w: {"invitee": "nobody-by-this-name", "role": Role.VIEWER},
+    ),
+    "teams:revoke_invitation": Page(post=members(COMMANDER, 302)),
+    "teams:invitations": Page(get=signed_in(200)),  # only the person's own invitations
+    "teams:accept_invitation": Page(
+        post={ANON: LOGIN, OUTSIDER: 302, VIEWER: 404, RESPONDER: 404, COMMANDER: 404}
+    ),
+    "teams:decline_invitation": Page(
+        post={ANON: LOGIN, OUTSIDER: 302, VIEWER: 404, RESPONDER: 404, COMMANDER: 404}
     ),
     "teams:change_role": Page(post=members(COMMANDER, 302), data=lambda w: {"role": "responder"}),
     "api:tokens": Page(
@@ -509,7 +522,13 @@ def world(team, other_team, commander, responder, viewer, outsider, settings, tm
         webhook=ChatWebhook.objects.create(
             team=team, name="ops-room", kind="slack", url="http://127.0.0.1:9/hook"
         ),
+        invitation=_invitation(team, outsider, commander),
     )
+
+
+def _invitation(team, invitee, by) -> Invitation:
+    with transaction.atomic():
+        return team_actions.invite(team=team, invitee=invitee.username, role=Role.VIEWER, by=by)
 
 
 def _state(world: World) -> tuple:
@@ -543,6 +562,7 @@ def _state(world: World) -> tuple:
             )
         ),
         sorted(ChatWebhook.objects.filter(team=team).values_list("name", "enabled")),
+        sorted(Invitation.objects.filter(team=team).values_list("invitee", "role", "status")),
     )
 
 

@@ -129,3 +129,23 @@ def test_a_refused_target_re_renders_the_whole_deployment_page(client, world):  
     assert _headings(body) == _headings(page)
     assert 'class="errorlist' in body and "credentials" in body
     assert world.investigation.title in body or str(world.investigation) in body
+
+
+def test_only_the_invitee_is_shown_answer_forms(client, world):  # noqa: F811
+    """The Invitations page is not team-scoped, so the role walk above cannot cover it: the
+    invitee (the outsider here) sees Accept and Decline, each allowed to them by the
+    matrix; every member of the inviting team sees none (they would answer 404)."""
+    from tests.trust.test_permission_matrix import OUTSIDER
+
+    url = reverse("teams:invitations")
+    logout = {reverse("logout")}  # in every page's header
+    client.force_login(world.users[OUTSIDER])
+    shown = _post_forms(client, url) - logout
+    assert shown == {
+        reverse("teams:accept_invitation", args=[world.invitation.pk]),
+        reverse("teams:decline_invitation", args=[world.invitation.pk]),
+    }
+    assert all(_allowed(OUTSIDER, action) for action in shown)
+    for role in MEMBERS:
+        client.force_login(world.users[role])
+        assert _post_forms(client, url) == logout, role
