@@ -160,8 +160,16 @@ class NodeResult:
 
     @property
     def supported(self) -> bool:
-        """Some check of its own confirms it, and it is not ruled out."""
-        return self.suggestion != ELIMINATE and any(c.outcome == CONFIRM for c in self.checks)
+        """Its own checks weigh for it on balance (some confirm, and what they confirm
+        outweighs what the others rule out), and it is not ruled out. A confirming check
+        beside an eliminating one (a long queue wait with a queue in its normal range: the
+        wait was prefill's) is evidence against on balance, no support above a cause
+        without data."""
+        return (
+            self.suggestion != ELIMINATE
+            and any(c.outcome == CONFIRM for c in self.checks)
+            and _likelihood(self.checks) > 1.0
+        )
 
 
 @dataclass(frozen=True)

@@ -178,3 +178,29 @@ def test_a_queue_behind_a_slow_rank_is_not_a_capacity_backlog():
     full = walkthrough_1({**backlog_view, **_clocks([1410] * 4)})
     backlog = evaluate(playbooks()["high-ttft"], budget, full, NOW).find("queue-backlog")
     assert backlog.suggestion == "confirm"
+
+
+# --- support is evidence for on balance ------------------------------------------------
+
+
+def _node(key: str, outcomes: tuple[str, ...], score: float):
+    from investigations.evaluation import CheckResult, NodeResult
+
+    checks = tuple(
+        CheckResult(f"{key}-{n}", "t", 1.0, outcome, "r") for n, outcome in enumerate(outcomes)
+    )
+    return NodeResult(key, key, True, "open", "inconclusive", score, checks)
+
+
+def test_a_cause_whose_checks_weigh_against_it_is_no_support_above_one_without_data():
+    """prefill-slow held-out draws: a long queue wait (confirm) beside a queue in its normal
+    range (eliminate) is queue-backlog's evidence against on balance (4 x 0.05); it ranked
+    above slow prefill, whose mean had too few observations yet. The score decides."""
+    from investigations.evaluation import _rank_key
+
+    mixed = _node("queue-backlog", ("confirm", "eliminate", "inconclusive"), 0.034)
+    none = _node("prefill-slow", ("inconclusive", "inconclusive"), 0.25)
+    clear = _node("kv-cache-pressure", ("confirm", "inconclusive"), 0.01)
+    assert not mixed.supported and clear.supported
+    ranked = [n.key for n in sorted((mixed, none, clear), key=_rank_key)]
+    assert ranked == ["kv-cache-pressure", "prefill-slow", "queue-backlog"]
