@@ -459,9 +459,28 @@ def _prefill_slow(x: _Ctx, sc: Scenario) -> Scenario:
     x.prefill_factor = chunk_true
     steps = max(2, math.ceil(1.6 * x.ttft_target_s / (ratio * base)))
     prompt = min(steps * x.chunk * 0.9, 24000.0)
-    x.notes.update(prefill_wall_ratio=ratio, prefill_cost_factor=chunk_true, prefill_prompt=prompt)
+    rate = x.rate_for(prompt, 150, x.rng.uniform(0.2, 0.4))
+    # KV healthy, as the incident is drawn: the requests in flight (Little's law: arrivals x
+    # how long each holds its blocks) hold a quarter of the cache, so that a burst of four
+    # times as many arrivals still fits (arrivals are Poisson). Each holds its blocks
+    # through its prompt's slow chunks and then its output's steps, which run as mixed
+    # steps of the slow prefill while the lane is busy; unbounded, a small cache under
+    # prompts of tens of thousands of tokens filled and preempted (KV pressure as well).
+    capacity = x.c.kv_budget_bytes_per_rank // x.c.kv_bytes_per_token
+    slow_mixed_s = ratio * base
+    busy = min(1.0, rate * math.ceil(prompt / x.chunk) * slow_mixed_s)
+    hold_s = math.ceil(prompt / x.chunk) * slow_mixed_s + 150 * (
+        busy * slow_mixed_s + (1 - busy) * x.step_s
+    )
+    rate = min(rate, 0.25 * capacity / ((prompt + 75) * hold_s))
+    x.notes.update(
+        prefill_wall_ratio=ratio,
+        prefill_cost_factor=chunk_true,
+        prefill_prompt=prompt,
+        prefill_kv_in_flight=rate * hold_s * (prompt + 75) / capacity,
+    )
     wl = WorkloadSpec(
-        rate=RateProfile.constant(x.rate_for(prompt, 150, x.rng.uniform(0.2, 0.4))),
+        rate=RateProfile.constant(rate),
         prompt=LengthDist(median=prompt, sigma=0.2, lo=int(prompt * 0.5), hi=int(prompt * 1.5)),
         output=LengthDist(median=150, sigma=0.5, lo=4, hi=800),
     )

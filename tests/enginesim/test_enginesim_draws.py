@@ -168,3 +168,13 @@ def test_kv_pressure_seats_hold_about_the_whole_cache_on_average():
         # The capacity the scaling saw, before the final pool was re-derived from the
         # incident's settings (within a few per cent of it).
         assert 0.9 <= held / n["kv_capacity_tokens"] <= 1.25, (seed, held / n["kv_capacity_tokens"])
+
+
+def test_prefill_slow_keeps_the_kv_cache_healthy():
+    """Slow prefill is drawn with KV healthy: the requests in flight (arrivals x how long
+    each holds its blocks) hold at most a quarter of the cache, where prompts of tens of
+    thousands of tokens on a small cache (seed 27: 0.46 of it each) filled it and
+    preempted, KV pressure beside the slow prefill."""
+    for seed in (27, 30, *range(6)):
+        notes = draws.draw("prefill-slow", seed).notes
+        assert notes["prefill_kv_in_flight"] <= 0.25 * 1.0001
