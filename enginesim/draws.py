@@ -387,13 +387,21 @@ def _healthy(x: _Ctx, sc: Scenario) -> Scenario:
 
 @_scales("kv-pressure")
 def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
-    """Seats x (prompt + output) a little over the KV capacity (Atlas: 40 x 3,100 = 1.08 C),
-    a ramp to just over what the seats serve."""
+    """Seats x the average context a seat holds (its prompt and half its output) about the
+    KV capacity (Atlas: 40 x (2,000 + 1,100 / 2) = 0.94 C, at 0.95 with preemptions), a
+    ramp to just over what the seats serve."""
     capacity = x.c.kv_budget_bytes_per_rank // x.c.kv_bytes_per_token
     # Contexts of at most ~6k tokens: a big KV pool is filled by more seats, not longer
     # prompts (the seats a team with that much cache would run).
     x.seats = min(1024, max(x.seats, 16 * math.ceil(capacity * 1.1 / 6000 / 16)))
-    total = capacity * x.rng.uniform(1.0, 1.2) / x.seats
+    # What the full seats hold on average, over the capacity. vLLM preempts only when a
+    # running request needs a block and none is free (the scheduler's can_append_slots
+    # fails): seats whose average context leaves a fifth of the cache free fill their seats
+    # first, and the queue that raises TTFT is a seat-limited backlog at a KV usage of
+    # 0.5-0.8 with no preemption, which is not KV pressure. (Sizing the *full* contexts at
+    # 1.0-1.2 C did that whenever the split below moved tokens from prompt to output: the
+    # held-out failures were all such draws, at 0.67-0.85 C on average.)
+    occupancy = x.rng.uniform(0.95, 1.15)
     # The seats must fill the cache before the prefill lane saturates: with chunked
     # prefill a prompt takes prompt / chunk mixed steps of the one lane all prompts share,
     # while outputs decode side by side. Where the seats would turn over faster than the
@@ -402,6 +410,7 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # serve at most 0.6 of the lane's (a longer output share: more decoding per prompt).
     fraction, overload = x.rng.uniform(0.65, 0.85), x.rng.uniform(1.05, 1.35)
     while True:
+        total = capacity * occupancy / x.seats / (fraction + (1 - fraction) / 2)
         prompt = total * fraction
         output = max(48.0, total - prompt)
         seat_rate, lane_rate = x.seat_and_lane_rates(prompt, output)
@@ -430,7 +439,13 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # The team's TTFT target is set for *their* prompts (thousands of tokens here), not the
     # generic 770: else the long prompts' own prefill fires the alarm before KV fills.
     x.ttft_target_s = round(max(x.ttft_target_s, x.ttft_floor_s(prompt)), 3)
-    x.notes.update(kv_prompt=prompt, kv_output=output, kv_peak_rate=peak, kv_lane_rate=lane_rate)
+    x.notes.update(
+        kv_prompt=prompt,
+        kv_output=output,
+        kv_peak_rate=peak,
+        kv_lane_rate=lane_rate,
+        kv_occupancy=occupancy,
+    )
     return replace(sc, workload=wl, config={**sc.config, "max_num_batched_tokens": x.chunk})
 
 
@@ -444,9 +459,28 @@ def _prefill_slow(x: _Ctx, sc: Scenario) -> Scenario:
     x.prefill_factor = chunk_true
     steps = max(2, math.ceil(1.6 * x.ttft_target_s / (ratio * base)))
     prompt = min(steps * x.chunk * 0.9, 24000.0)
-    x.notes.update(prefill_wall_ratio=ratio, prefill_cost_factor=chunk_true, prefill_prompt=prompt)
+    rate = x.rate_for(prompt, 150, x.rng.uniform(0.2, 0.4))
+    # KV healthy, as the incident is drawn: the requests in flight (Little's law: arrivals x
+    # how long each holds its blocks) hold a quarter of the cache, so that a burst of four
+    # times as many arrivals still fits (arrivals are Poisson). Each holds its blocks
+    # through its prompt's slow chunks and then its output's steps, which run as mixed
+    # steps of the slow prefill while the lane is busy; unbounded, a small cache under
+    # prompts of tens of thousands of tokens filled and preempted (KV pressure as well).
+    capacity = x.c.kv_budget_bytes_per_rank // x.c.kv_bytes_per_token
+    slow_mixed_s = ratio * base
+    busy = min(1.0, rate * math.ceil(prompt / x.chunk) * slow_mixed_s)
+    hold_s = math.ceil(prompt / x.chunk) * slow_mixed_s + 150 * (
+        busy * slow_mixed_s + (1 - busy) * x.step_s
+    )
+    rate = min(rate, 0.25 * capacity / ((prompt + 75) * hold_s))
+    x.notes.update(
+        prefill_wall_ratio=ratio,
+        prefill_cost_factor=chunk_true,
+        prefill_prompt=prompt,
+        prefill_kv_in_flight=rate * hold_s * (prompt + 75) / capacity,
+    )
     wl = WorkloadSpec(
-        rate=RateProfile.constant(x.rate_for(prompt, 150, x.rng.uniform(0.2, 0.4))),
+        rate=RateProfile.constant(rate),
         prompt=LengthDist(median=prompt, sigma=0.2, lo=int(prompt * 0.5), hi=int(prompt * 1.5)),
         output=LengthDist(median=150, sigma=0.5, lo=4, hi=800),
     )

@@ -223,6 +223,17 @@ def ranking_lines(result: Evaluation) -> list[str]:
             f"  {n:2}. {key:26} {node.state:10} suggests {node.suggestion:12} "
             f"score {node.score:9.4f}  {evidence}"
         )
+        share = next((s for s in result.shares if s.key == key), None)
+        if share is not None:
+            excess = (
+                f", {100 * share.of_excess:.0f} % of the alarm's excess"
+                if share.of_excess is not None
+                else ""
+            )
+            lines.append(
+                f"        explains {share.explains:.4g} of the alarm "
+                f"({100 * share.share:.0f} % of what the confirmed causes explain{excess})"
+            )
         for c in node.checks:
             if c.measured is None and not c.held:
                 continue
@@ -264,6 +275,17 @@ def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> d
             for key in result.ranking
         ],
         "root_cause": root.key if root else None,
+        # Several confirmed causes: how much of the alarm each accounts for (its
+        # ``explains`` arithmetic, in the alarm's unit), largest first.
+        "shares": [
+            {
+                "key": s.key,
+                "explains": round(s.explains, 6),
+                "share": round(s.share, 4),
+                "of_excess": None if s.of_excess is None else round(s.of_excess, 4),
+            }
+            for s in result.shares
+        ],
         "fix": fix,
         "hypotheses": [node_json(node) for node in result.nodes],
         "expected": dict(result.expected),

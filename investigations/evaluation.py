@@ -160,8 +160,16 @@ class NodeResult:
 
     @property
     def supported(self) -> bool:
-        """Some check of its own confirms it, and it is not ruled out."""
-        return self.suggestion != ELIMINATE and any(c.outcome == CONFIRM for c in self.checks)
+        """Its own checks weigh for it on balance (some confirm, and what they confirm
+        outweighs what the others rule out), and it is not ruled out. A confirming check
+        beside an eliminating one (a long queue wait with a queue in its normal range: the
+        wait was prefill's) is evidence against on balance, no support above a cause
+        without data."""
+        return (
+            self.suggestion != ELIMINATE
+            and any(c.outcome == CONFIRM for c in self.checks)
+            and _likelihood(self.checks) > 1.0
+        )
 
 
 @dataclass(frozen=True)
@@ -172,11 +180,25 @@ class AlarmResult:
 
 
 @dataclass(frozen=True)
+class Share:
+    """A confirmed cause's part of the alarm: what its ``explains`` arithmetic accounts for
+    (in the alarm's unit), its share of what all confirmed causes account for, and of the
+    alarm's excess over its threshold (None without a firing alarm)."""
+
+    key: str
+    explains: float
+    share: float
+    of_excess: float | None
+
+
+@dataclass(frozen=True)
 class Evaluation:
     alarm: AlarmResult
     nodes: tuple[NodeResult, ...]
     expected: Mapping[str, float | None]
     ranking: tuple[str, ...] = field(default=())  # cause keys, most likely first
+    # Confirmed causes' shares of the alarm (largest first), when two or more are confirmed.
+    shares: tuple[Share, ...] = field(default=())
 
     def find(self, key: str) -> NodeResult:
         stack = list(self.nodes)
@@ -854,12 +876,59 @@ def _follow_children(own: Suggestion, children: Sequence[NodeResult]) -> tuple[S
     return own, ""
 
 
-def _rank_key(node: NodeResult) -> tuple:
+def _rank_key(node: NodeResult, explained: Mapping[str, float] | None = None) -> tuple:
     """Decided causes first; then causes some evidence of their own supports, before
-    any without (a cause with no data never ranks above one with evidence for it); by
+    any without (a cause with no data never ranks above one with evidence for it); among
+    confirmed causes whose share is known, by how much of the alarm each explains; by
     score within each; ruled out by a decision last."""
     tier = 2 if node.state == ELIMINATED else (0 if node.supported else 1)
-    return (node.state != CONFIRMED, tier, -node.score, node.key)
+    share = (explained or {}).get(node.key)
+    return (
+        node.state != CONFIRMED,
+        tier,
+        share is None,
+        -(share or 0.0),
+        -node.score,
+        node.key,
+    )
+
+
+def competing_shares(
+    playbook: Playbook, causes: Sequence[NodeResult], scope: Mapping, alarm: AlarmResult
+) -> tuple[Share, ...]:
+    """When two or more causes are confirmed (by a decision or by their evidence), how much
+    of the alarm each accounts for through its ``explains`` arithmetic, largest first.
+    A cause whose arithmetic has no value (nothing observed yet) has no share; fewer than
+    two with one: none (one cause explains what it explains, no competition)."""
+    defs = {h.key: h.explains for h in playbook.walk() if h.is_cause and h.explains}
+    confirmed = [
+        n
+        for n in causes
+        if n.state != ELIMINATED and (n.state == CONFIRMED or n.suggestion == CONFIRM)
+    ]
+    if len(confirmed) < 2:
+        return ()
+    values: dict[str, float] = {}
+    for node in confirmed:
+        expression = defs.get(node.key)
+        if expression is None:
+            continue
+        try:
+            values[node.key] = max(0.0, expression.evaluate(scope))
+        except ExpressionError:
+            continue
+    total = sum(values.values())
+    if len(values) < 2 or total <= 0:
+        return ()
+    excess = (
+        alarm.measured - alarm.threshold
+        if alarm.firing and alarm.measured is not None and alarm.threshold is not None
+        else None
+    )
+    return tuple(
+        Share(key, value, value / total, value / excess if excess else None)
+        for key, value in sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
 def evaluate(
@@ -936,8 +1005,10 @@ def evaluate(
         if result.is_cause:
             causes.append(result)
         stack.extend(result.children)
-    ranking = tuple(n.key for n in sorted(causes, key=_rank_key))
-    return Evaluation(alarm, nodes, expected, ranking)
+    shares = competing_shares(playbook, causes, scope, alarm)
+    explained = {s.key: s.explains for s in shares}
+    ranking = tuple(n.key for n in sorted(causes, key=lambda n: _rank_key(n, explained)))
+    return Evaluation(alarm, nodes, expected, ranking, shares)
 
 
 def evaluate_alarm(

@@ -162,6 +162,10 @@ class Hypothesis:
     # Auto-apply rules: suggestion -> consecutive poll cycles it must hold before the
     # suggestion becomes an automatic decision (e.g. {"eliminate": 3}).
     auto: Mapping[str, int] = field(default_factory=dict)
+    # How much of the alarm's measurement this cause accounts for, in the alarm's unit,
+    # through the budget's arithmetic (a slow rank's clock ratio x the budgeted prefill):
+    # when several causes are confirmed, each one's share of the magnitude.
+    explains: Expression | None = None
 
     @property
     def is_cause(self) -> bool:
@@ -414,7 +418,8 @@ class _Reader:
             raise self.fail(path, "hypothesis tree deeper than 6 levels")
         data = self.mapping(
             value, path,
-            {"key", "title", "rationale", "prior", "checks", "children", "fix", "auto"},
+            {"key", "title", "rationale", "prior", "checks", "children", "fix", "auto",
+             "explains"},
             {"key", "title", "rationale", "prior"},
         )  # fmt: skip
         key = self.key(data["key"], f"{path}.key")
@@ -436,6 +441,11 @@ class _Reader:
         fix = self.fix(data["fix"], f"{path}.fix") if "fix" in data else None
         if fix and children:
             raise self.fail(f"{path}.fix", "only causes (leaves) carry a fix")
+        if "explains" in data and children:
+            raise self.fail(f"{path}.explains", "only causes (leaves) explain a share")
+        explains = (
+            self.expression(data["explains"], f"{path}.explains") if "explains" in data else None
+        )
         return Hypothesis(
             key=key,
             title=self.text(data["title"], f"{path}.title", limit=200),
@@ -445,6 +455,7 @@ class _Reader:
             children=children,
             fix=fix,
             auto=auto,
+            explains=explains,
         )
 
     def auto(self, value: Any, path: str) -> dict[str, int]:

@@ -3,6 +3,8 @@ built for it: pure evaluation over observation series as the probes record them.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from deployments.budget import Budget
@@ -178,3 +180,86 @@ def test_a_queue_behind_a_slow_rank_is_not_a_capacity_backlog():
     full = walkthrough_1({**backlog_view, **_clocks([1410] * 4)})
     backlog = evaluate(playbooks()["high-ttft"], budget, full, NOW).find("queue-backlog")
     assert backlog.suggestion == "confirm"
+
+
+# --- support is evidence for on balance ------------------------------------------------
+
+
+def _node(key: str, outcomes: tuple[str, ...], score: float):
+    from investigations.evaluation import CheckResult, NodeResult
+
+    checks = tuple(
+        CheckResult(f"{key}-{n}", "t", 1.0, outcome, "r") for n, outcome in enumerate(outcomes)
+    )
+    return NodeResult(key, key, True, "open", "inconclusive", score, checks)
+
+
+def test_a_cause_whose_checks_weigh_against_it_is_no_support_above_one_without_data():
+    """prefill-slow held-out draws: a long queue wait (confirm) beside a queue in its normal
+    range (eliminate) is queue-backlog's evidence against on balance (4 x 0.05); it ranked
+    above slow prefill, whose mean had too few observations yet. The score decides."""
+    from investigations.evaluation import _rank_key
+
+    mixed = _node("queue-backlog", ("confirm", "eliminate", "inconclusive"), 0.034)
+    none = _node("prefill-slow", ("inconclusive", "inconclusive"), 0.25)
+    clear = _node("kv-cache-pressure", ("confirm", "inconclusive"), 0.01)
+    assert not mixed.supported and clear.supported
+    ranked = [n.key for n in sorted((mixed, none, clear), key=_rank_key)]
+    assert ranked == ["kv-cache-pressure", "prefill-slow", "queue-backlog"]
+
+
+# --- competing explanations by arithmetic -------------------------------------------
+
+
+def test_two_confirmed_causes_rank_by_the_share_of_the_alarm_each_explains():
+    """Walkthrough 1's KV storm on a replica with one rank at half its clock: both causes
+    confirm. The rank stretches the budgeted prefill by full / slowest clock (it explains
+    prefill_s x (2 - 1) of TTFT), the storm the queue wait of requests without blocks. The
+    one that explains more of the alarm leads, and each one's share is given."""
+    budget = Budget(sm_clock_mhz=1410)
+
+    def result(queue_wait_s: float):
+        observations = walkthrough_1(
+            {
+                ("engine", "queue_time_p95"): [("", flat(queue_wait_s))],
+                **_clocks([1410, 1410, 705, 1410]),
+            }
+        )
+        return evaluate(playbooks()["high-ttft"], budget, observations, NOW)
+
+    long_wait = result(3.0)
+    assert long_wait.find("kv-cache-pressure").suggestion == "confirm"
+    assert long_wait.find("tp-straggler").suggestion == "confirm"
+    prefill_s = long_wait.expected["expected.prefill_s"]
+    shares = {s.key: s for s in long_wait.shares}
+    assert set(shares) == {"kv-cache-pressure", "tp-straggler"}
+    assert shares["tp-straggler"].explains == pytest.approx(prefill_s * (2.0 - 1))
+    assert shares["kv-cache-pressure"].explains == pytest.approx(3.0)
+    assert sum(s.share for s in long_wait.shares) == pytest.approx(1.0)
+    assert shares["kv-cache-pressure"].share == pytest.approx(3.0 / (3.0 + prefill_s))
+    assert long_wait.ranking[:2] == ("kv-cache-pressure", "tp-straggler")
+    # A short wait: the slow rank explains more of TTFT than the storm's queue.
+    short_wait = result(prefill_s / 4)
+    assert short_wait.ranking[:2] == ("tp-straggler", "kv-cache-pressure")
+    assert short_wait.shares[0].key == "tp-straggler"
+
+
+def test_a_single_confirmed_cause_has_no_competing_share():
+    result = high_ttft(walkthrough_1())
+    assert result.find("kv-cache-pressure").suggestion == "confirm"
+    assert result.shares == ()
+
+
+def test_diagnose_shows_each_confirmed_causes_share():
+    from investigations.diagnose import evaluation_json, ranking_lines
+
+    observations = walkthrough_1(
+        {("engine", "queue_time_p95"): [("", flat(3.0))], **_clocks([1410, 1410, 705, 1410])}
+    )
+    result = evaluate(playbooks()["high-ttft"], Budget(sm_clock_mhz=1410), observations, NOW)
+    report = json.loads(json.dumps(evaluation_json(result)))
+    assert [s["key"] for s in report["shares"]] == ["kv-cache-pressure", "tp-straggler"]
+    assert sum(s["share"] for s in report["shares"]) == pytest.approx(1.0, abs=1e-3)
+    text = "\n".join(ranking_lines(result))
+    assert "explains 3 of the alarm" in text
+    assert "% of what the confirmed causes explain" in text

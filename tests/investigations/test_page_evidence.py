@@ -86,3 +86,44 @@ def test_the_path_to_the_most_likely_cause_is_expanded(
     }
     assert 'class="node node-eliminate' in html.split('data-testid="node-engine-queue"')[0][-80:]
     assert "open" in tags["engine-queue"] and "open" in tags["kv-cache-pressure"]
+
+
+def test_two_confirmed_causes_show_their_shares(team, commander, frozen_now, client_for, viewer):
+    """Walkthrough 1's KV storm on a replica with one rank at half its clock: both causes
+    confirm, and the ranking shows how much of the alarm each explains."""
+    deployment = builders.deployment(team)
+    engine = Target.objects.create(
+        deployment=deployment, kind=TargetKind.ENGINE, url="http://10.0.0.5/metrics",
+        last_polled_at=frozen_now, last_success_at=frozen_now,
+    )  # fmt: skip
+    dcgm = Target.objects.create(
+        deployment=deployment, kind=TargetKind.DCGM, url="http://10.0.0.5:9400/metrics",
+        last_polled_at=frozen_now, last_success_at=frozen_now,
+    )  # fmt: skip
+    gauges = {"kv_cache_usage": 0.94, "requests_running": 40, "requests_waiting": 47}
+    windowed = {
+        "ttft_p95": 1.4, "preemptions_rate": 0.5, "prompt_tokens_rate": 3000.0,
+        "e2e_count_rate": 1.5, "generation_tokens_rate": 1650.0, "queue_time_p95": 3.0,
+    }  # fmt: skip
+    rows = []
+    for n, ago in enumerate((10, 5, 0)):
+        at = frozen_now - timedelta(seconds=ago)
+        values = gauges | ((windowed | {"scrape_span_s": 10.0 - ago}) if n else {})
+        rows += [
+            Observation(target=engine, taken_at=at, signal=s, value=v) for s, v in values.items()
+        ]
+        for gpu, mhz in enumerate((1410, 1410, 705, 1410)):
+            rows += [
+                Observation(target=dcgm, taken_at=at, signal=s, labels=f"gpu={gpu}", value=v)
+                for s, v in (("gpu_sm_clock_mhz", mhz), ("gpu_gpu_util_pct", 97))
+            ]
+    Observation.objects.bulk_create(rows)
+    opened = actions.open_investigation(deployment=deployment, symptom="high-ttft", user=commander)
+    html = client_for(viewer).get(reverse("investigations:tree", args=[opened.pk])).content
+    html = html.decode()
+    pressure = _row(html, "rank-kv-cache-pressure")
+    straggler = _row(html, "rank-tp-straggler")
+    assert "suggests confirm" in pressure and "suggests confirm" in straggler
+    assert 'data-testid="share-kv-cache-pressure"' in pressure
+    assert "explains 3.000" in pressure
+    assert "% of what the confirmed causes explain" in straggler
