@@ -58,15 +58,48 @@
     var source = document.getElementById(el.dataset.chart);
     return source ? JSON.parse(source.textContent) : null;
   }
+  // The page's time-range control (data-range-control): the last N seconds of each time
+  // chart's own window, up to the window's end (now, while the investigation is open), or
+  // the whole window (null). It holds across the evidence's refreshes and for charts drawn
+  // later, since every layout is cut here; a zoom the reader makes on one chart still wins
+  // on that chart (uirevision keeps GUI edits, not this one).
+  var rangeS = null;
+  function cutRange(xaxis) {
+    if (!xaxis || xaxis.type !== "date" || !Array.isArray(xaxis.range)) { return xaxis; }
+    var start = xaxis.range[0], end = xaxis.range[1];
+    var from = rangeS === null ? start : Math.max(start, end - rangeS * 1000);
+    return Object.assign({}, xaxis, { range: [from, end] });
+  }
   function layoutOf(figure) {
-    return Object.assign({
+    var layout = Object.assign({
       paper_bgcolor: "rgba(0,0,0,0)",
       plot_bgcolor: "rgba(0,0,0,0)",
       font: { color: "#e6e9ee", size: 12 },
       margin: { l: 60, r: 20, t: 20, b: 40 },
       legend: { orientation: "h" }
     }, figure.layout || {});
+    layout.xaxis = cutRange(layout.xaxis);
+    return layout;
   }
+  function chooseRange(button) {
+    var control = button.closest("[data-range-control]");
+    var raw = button.dataset.rangeS;
+    rangeS = raw ? Number(raw) : null;
+    control.querySelectorAll("button[data-range-s]").forEach(function (other) {
+      other.setAttribute("aria-pressed", other === button ? "true" : "false");
+    });
+    if (!window.Plotly) { return; }
+    document.querySelectorAll(SELECTOR).forEach(function (el) {
+      if (!el.dataset.drawn) { return; }
+      var figure = el.atlasFigure || figureOf(el);
+      var xaxis = figure && figure.layout ? cutRange(figure.layout.xaxis) : null;
+      if (xaxis && xaxis.range) { window.Plotly.relayout(el, { "xaxis.range": xaxis.range }); }
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("[data-range-control] button[data-range-s]") : null;
+    if (button) { chooseRange(button); }
+  });
   function draw(el) {
     if (!window.Plotly || el.dataset.drawn) { return; }
     var figure = figureOf(el);
@@ -77,9 +110,11 @@
       el.replaceWith(old);
       // The figure's layout.uirevision keeps a zoom the reader made across the update.
       window.Plotly.react(old, figure.data || [], layoutOf(figure), CONFIG);
+      old.atlasFigure = figure;  // the element keeps its first figure's attribute
       return;
     }
     window.Plotly.newPlot(el, figure.data || [], layoutOf(figure), CONFIG);
+    el.atlasFigure = figure;
     el.dataset.drawn = "1";
   }
   function drawAll(root) {
