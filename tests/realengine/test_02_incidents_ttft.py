@@ -93,12 +93,11 @@ def test_healthy_traffic_confirms_nothing(engines, calibration, costs, tmp_path)
     assert report["root_cause"] is None, describe(report)
     confirmed = [k for k, n in nodes(report).items() if n["suggestion"] == "confirm"]
     assert confirmed == [], describe(report)
-    # Every request served, but for a transport hiccup on at most 1 % of them: on the busy
-    # machine one stream in ~240 ended in a client-side ReadError (seen in two runs, on
-    # healthy and on KV-pressure load alike), which says nothing about the diagnosis.
-    failed = len(plan) - sent["statuses"].get("ok", 0)
-    assert failed <= len(plan) // 100, sent["errors"]
-    assert all(e.startswith(("ReadError", "RemoteProtocolError")) for e in sent["errors"]), sent
+    # Every request served. One stream in ~240 used to end in a client-side ReadError: the
+    # load generator reused connections the engine's server was closing (both sides kept an
+    # idle connection 5 s); it no longer reuses any (loadgen.client), so any error here is
+    # the engine's or the machine's, and worth failing on.
+    assert sent["statuses"] == {"ok": len(plan)}, sent["errors"]
 
 
 def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
