@@ -37,6 +37,9 @@ STANDS_IN: dict[str, str] = {
     "preemptions_rate": f"sum(rate(vllm:num_preemptions_total[{RANGE}]))",
     "prompt_tokens_rate": f"sum(rate(vllm:prompt_tokens_total[{RANGE}]))",
     "generation_tokens_rate": f"sum(rate(vllm:generation_tokens_total[{RANGE}]))",
+    # Finished requests per second: with the token rates, what a request holds in the KV,
+    # which the kv-cache-pressure veto needs (unjudged, it holds the confirmation back).
+    "e2e_count_rate": f"sum(rate(vllm:e2e_request_latency_seconds_count[{RANGE}]))",
     "ttft_p95": _quantile("vllm:time_to_first_token_seconds", 0.95),
     "queue_time_p95": _quantile("vllm:request_queue_time_seconds", 0.95),
     "itl_p99": _quantile("vllm:inter_token_latency_seconds", 0.99),

@@ -12,11 +12,13 @@ from tests.investigations.test_evaluation import ATLAS, NOW, flat, walkthrough_1
 
 
 def _through_prometheus(observations: dict) -> dict:
+    """What a deployment with only a Prometheus target holds: the engine signals Prometheus
+    stands in for under its own source, and none of the others."""
     return {
-        (("prometheus", signal) if source == "engine" and signal in STANDS_IN else
-         (source, signal)): series
+        (("prometheus", signal) if source == "engine" else (source, signal)): series
         for (source, signal), series in observations.items()
-    }  # fmt: skip
+        if source != "engine" or signal in STANDS_IN
+    }
 
 
 def test_every_stand_in_is_an_engine_signal_the_probe_records():
@@ -31,6 +33,10 @@ def test_walkthrough_1_through_prometheus_alone_ranks_kv_pressure_first():
     stood_in = evaluate(playbooks()["high-ttft"], ATLAS, observations, NOW)
     assert stood_in.alarm.firing is True
     assert stood_in.ranking[0] == direct.ranking[0] == "kv-cache-pressure"
+    # Confirmed, not only first: the veto (KV the running requests cannot account for) is
+    # judged, from the token and request rates Prometheus answers too.
+    assert stood_in.find("kv-cache-pressure").suggestion == "confirm"
+    assert stood_in.find("queue-backlog").suggestion == "eliminate"
     kv = {c.id: c for c in stood_in.find("kv-cache-pressure").checks}
     assert kv["kv-usage"].outcome == "confirm" and kv["kv-usage"].measured == 0.94
     assert kv["preemption-rate"].outcome == "confirm"

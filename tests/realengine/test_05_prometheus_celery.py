@@ -133,6 +133,9 @@ def _replay(investigation: Investigation, cycle: datetime) -> dict:
                      "span_s": kv["kv-usage"].span_s},
         "preemption_rate": {"measured": kv["preemption-rate"].measured,
                             "outcome": kv["preemption-rate"].outcome},
+        "kv_replayed": result.find("kv-cache-pressure").suggestion,
+        "kv_veto": {"measured": kv["kv-held-by-running"].measured,
+                    "outcome": kv["kv-held-by-running"].outcome},
         "queue_backlog": result.find("queue-backlog").suggestion,
     }  # fmt: skip
 
