@@ -145,11 +145,20 @@ def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
                            factor=VERIFY_FACTOR,
                            duration_s=VERIFY_S)  # fmt: skip
     plan = serving.plan(seed=2)
+    # The SLO the fixed engine is held to comes from the same calibration its arrivals are
+    # sized from: the first one can be minutes and a 6x change of machine speed older
+    # (decode steps read 3.7-24 ms within an hour here), and against it a verification
+    # sized for a slower machine was judged by a faster machine's target.
+    fixed_path = _budget(tmp_path, "kv-fixed", fixed_calibration, fixed_costs)
+    fixed_budget = Budget(**yaml.safe_load(fixed_path.read_text()))
     verify_fix = scaled_fix("high-ttft", "kv-cache-pressure", window_s=int(VERIFY_S))
-    with Poller("high-ttft", budget, engine.metrics_url, max_s=VERIFY_S + 120) as fixed:
+    with Poller("high-ttft", fixed_budget, engine.metrics_url, max_s=VERIFY_S + 120) as fixed:
         sent_fixed = Load(plan, engine.url, deadline_s=VERIFY_S + 60, seed=2).start().join()
+        # Judged once the whole window has passed and been polled, never earlier: a
+        # verification judged before its window ends is pending, not passing.
+        fixed.wait_until(fixed.started + VERIFY_S)
     keep_scrape("kv-fixed", engine.metrics_url)
-    verdict = judge(verify_fix, budget, fixed, report["fix"]["parameters"])
+    verdict = judge(verify_fix, fixed_budget, fixed, report["fix"]["parameters"])
     record("load.kv_verify", {**serving.as_dict(), "sent": _sent(sent_fixed)})
     record("verify.kv.fixed", criteria(verdict))
     assert verdict.state == "passing", criteria(verdict)

@@ -45,6 +45,10 @@ class Poller:
         self.stop_event.set()
         self.thread.join(timeout=30)
 
+    def wait_until(self, at: float) -> None:
+        """Sleep until the unix time ``at`` and one more cycle after it (bounded by max_s)."""
+        time.sleep(max(0.0, min(at - time.time(), self.max_s)) + self.interval_s)
+
     def view(self) -> dict:
         return {
             key: [(labels, points) for labels, points in series.items()]
