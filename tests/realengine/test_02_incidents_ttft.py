@@ -44,7 +44,7 @@ from realengine.sizing import (
 )
 from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
 from tests.realengine.incidents import Load, describe, diagnose, evidence, nodes, write_budget
-from tests.realengine.verifying import Poller, criteria, judge, scaled_fix
+from tests.realengine.verifying import MachineShare, Poller, criteria, judge, scaled_fix
 
 CPU_DEFAULT_SEQS = 128  # vLLM's CPU default for the API server (its log: max_num_seqs=128)
 CPU_DEFAULT_BATCHED = 2048
@@ -152,6 +152,7 @@ def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
     fixed_path = _budget(tmp_path, "kv-fixed", fixed_calibration, fixed_costs)
     fixed_budget = Budget(**yaml.safe_load(fixed_path.read_text()))
     verify_fix = scaled_fix("high-ttft", "kv-cache-pressure", window_s=int(VERIFY_S))
+    share = MachineShare(engine.process.pid)
     with Poller("high-ttft", fixed_budget, engine.metrics_url, max_s=VERIFY_S + 120) as fixed:
         sent_fixed = Load(plan, engine.url, deadline_s=VERIFY_S + 60, seed=2).start().join()
         # Judged once the whole window has passed and been polled, never earlier: a
@@ -160,8 +161,10 @@ def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
     keep_scrape("kv-fixed", engine.metrics_url)
     verdict = judge(verify_fix, fixed_budget, fixed, report["fix"]["parameters"])
     record("load.kv_verify", {**serving.as_dict(), "sent": _sent(sent_fixed)})
+    machine = share.report()
     record("verify.kv.fixed", criteria(verdict))
-    assert verdict.state == "passing", criteria(verdict)
+    record("verify.kv.machine", machine)
+    assert verdict.state == "passing", f"{criteria(verdict)}\nCPU over the window: {machine}"
 
 
 def test_plain_overload_is_queue_backlog_with_kv_eliminated(engines, calibration, costs,
