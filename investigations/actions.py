@@ -41,8 +41,9 @@ def open_investigation(
     fingerprint: str = "",
     opened_by_text: str = "",
 ) -> Investigation:
-    """Open an investigation from a symptom. Its playbook's PromQL is installed on the
-    deployment's Prometheus targets, so the next poll cycle already collects it; polling
+    """Open an investigation from a symptom. Its playbook's PromQL (and the engine signals
+    Prometheus stands in for) is installed on the deployment's Prometheus targets, so the
+    next poll cycle already collects it; polling
     itself starts because the deployment now has an open investigation.
 
     ``user`` is the ``Actor`` (a user or None is taken as one); ``opened_by_text`` names
@@ -80,7 +81,8 @@ def open_investigation(
             user=actor.user,
             user_name=actor.name[:200],
         )
-    queries = {m.signal: m.promql for m in playbook.measures() if m.source == "prometheus"}
+    # With the engine signals Prometheus stands in for (history.prometheus_queries).
+    queries = {s: promql for s, (promql, _) in history.prometheus_queries(playbook).items()}
     if queries:
         installed = 0
         for target in Target.objects.select_for_update().filter(

@@ -22,6 +22,7 @@ from deployments import budget as b
 from investigations.choices import NodeState, Suggestion
 from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
+from probes.engine_promql import STANDS_IN
 from probes.parsing.logevents import UNRECOGNISED
 from probes.vocabulary import companions, signal_kind
 
@@ -68,6 +69,11 @@ LOG_STANDS_IN = frozenset(
         "generation_tokens_rate",
     }
 )
+
+
+# Engine signals a Prometheus scraping the engine answers under the same name
+# (probes.engine_promql): read when neither an engine target nor a log reported them.
+PROMETHEUS_STANDS_IN = frozenset(STANDS_IN)
 
 
 @dataclass(frozen=True)
@@ -255,6 +261,8 @@ def _select_labelled(
     series = observations.get((measure.source, measure.signal), ())
     if not series and measure.source == "engine" and measure.signal in LOG_STANDS_IN:
         series = observations.get(("log", measure.signal), ())
+    if not series and measure.source == "engine" and measure.signal in PROMETHEUS_STANDS_IN:
+        series = observations.get(("prometheus", measure.signal), ())
     wanted = measure.labels.items()
     matching = [(labels, points) for labels, points in series if wanted <= _labels(labels).items()]
     if not measure.labels and any(labels == "" for labels, _ in matching):

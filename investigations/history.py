@@ -18,29 +18,50 @@ from collections.abc import Iterable
 from celery import current_app
 
 from investigations.models import Investigation
+from investigations.observations import EXPECTED_INPUTS
 from investigations.panels import LEAD
 from investigations.playbook import Playbook, get_playbook
 from probes.backfill import Backfilled, RangeJob, backfill
+from probes.engine_promql import STANDS_IN
 from probes.models import Target, TargetKind
 from probes.policy import fetch_policy
 
 log = logging.getLogger(__name__)
 
 
+def prometheus_queries(playbook: Playbook) -> dict[str, tuple[str, int]]:
+    """``signal -> (PromQL, longest window)`` a Prometheus target answers for the playbook:
+    its own PromQL measures, and the engine measures Prometheus stands in for
+    (``probes.engine_promql``: a deployment whose engines only Prometheus can reach),
+    with the engine inputs of the evaluation's expectations. Pure."""
+    queries: dict[str, tuple[str, int]] = {}
+    for measure in playbook.measures():
+        if measure.source == "prometheus" and measure.promql:
+            promql = measure.promql
+        elif measure.source == "engine" and measure.signal in STANDS_IN:
+            promql = STANDS_IN[measure.signal]
+        else:
+            continue
+        _, window = queries.get(measure.signal, ("", 0))
+        queries[measure.signal] = (promql, max(window, measure.window_s))
+    # The engine inputs of the evaluation's expectations (the KV the running requests
+    # hold, the token rates), which no measure names.
+    for signal, window in EXPECTED_INPUTS.items():
+        if signal in STANDS_IN:
+            _, had = queries.get(signal, ("", 0))
+            queries[signal] = (STANDS_IN[signal], max(had, window))
+    return queries
+
+
 def backfill_jobs(
     playbook: Playbook, *, opened_at: float, step_s: float, lead_s: float = 0.0
 ) -> list[RangeJob]:
-    """One range query per PromQL signal the playbook reads, over its longest window (or
+    """One range query per signal a Prometheus target answers for the playbook (its PromQL
+    measures and the engine signals it stands in for), over its longest window (or
     ``lead_s``, if longer) before ``opened_at``, starting on the ``step_s`` grid so the
     points fall where live polls would have. Pure."""
-    windows: dict[str, tuple[str, int]] = {}
-    for measure in playbook.measures():
-        if measure.source != "prometheus" or not measure.promql:
-            continue
-        _, window = windows.get(measure.signal, ("", 0))
-        windows[measure.signal] = (measure.promql, max(window, measure.window_s))
     jobs = []
-    for signal, (promql, window) in sorted(windows.items()):
+    for signal, (promql, window) in sorted(prometheus_queries(playbook).items()):
         span = max(float(window), lead_s)
         start = math.floor((opened_at - span) / step_s) * step_s
         jobs.append(RangeJob(signal, promql, start, opened_at, float(step_s)))

@@ -162,7 +162,12 @@ async def run_plan_async(
     # By default the deadline only catches what the request timeout somehow did not.
     deadline_s = last_at + request_timeout_s + 5.0 if deadline_s is None else deadline_s
     outcomes = [Outcome(r.seq, r.prompt_tokens, r.max_tokens, r.priority, r.at_s) for r in plan]
-    limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=64)
+    # One connection per stream, none kept alive: vLLM's server closes a connection idle
+    # for 5 s (uvicorn's keep-alive) and httpx kept one for 5 s, so a request sent on an
+    # idle connection as the server closed it ended in a ReadError (1 stream in ~240 on a
+    # busy machine), and a POST cannot be retried (the engine may already be generating
+    # it). A loopback connect costs far less than a request.
+    limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=0)
     timeout = httpx.Timeout(request_timeout_s, connect=10.0)
     tasks: set[asyncio.Task] = set()
     t0 = time.monotonic()

@@ -25,6 +25,7 @@ from investigations.playbook import get_playbook
 from investigations.tasks import backfill_history
 from probes import retention
 from probes.backfill import RangeJob, backfill
+from probes.engine_promql import STANDS_IN
 from probes.models import Observation, Poll, Target, TargetKind
 from probes.policy import fetch_policy
 from probes.tasks import poll_light
@@ -37,14 +38,21 @@ LIGHT_S = 30
 def test_jobs_cover_each_prometheus_window_on_the_poll_grid():
     playbook = get_playbook("high-ttft")
     opened = 1_700_000_003.7
-    (job,) = backfill_jobs(playbook, opened_at=opened, step_s=5, lead_s=900)
-    assert job.signal == ROUTER and "router_forward_duration_seconds_bucket" in job.promql
+    jobs = {j.signal: j for j in backfill_jobs(playbook, opened_at=opened, step_s=5, lead_s=900)}
+    job = jobs[ROUTER]
+    assert "router_forward_duration_seconds_bucket" in job.promql
     assert job.start % 5 == 0 and opened - 905 < job.start <= opened - 900  # the chart lead
     assert job.end == opened and job.step_s == 5
-    (short,) = backfill_jobs(playbook, opened_at=opened, step_s=5)
+    short = {j.signal: j for j in backfill_jobs(playbook, opened_at=opened, step_s=5)}[ROUTER]
     assert short.start <= opened - 300 < short.start + 5  # the check's own window
-    # Engine-sourced measures are the light cadence's job, not Prometheus's.
-    assert backfill_jobs(get_playbook("gpu-oom"), opened_at=opened, step_s=5) == []
+    # The engine signals the playbook reads that Prometheus stands in for (a deployment
+    # whose engines only Prometheus reaches), by vLLM's own names; and nothing else.
+    assert jobs["kv_cache_usage"].promql == "max(vllm:kv_cache_usage_perc)"
+    assert "vllm:num_preemptions_total" in jobs["preemptions_rate"].promql
+    assert set(jobs) - {ROUTER} <= set(STANDS_IN)
+    assert {"kv_cache_usage", "preemptions_rate", "requests_waiting", "ttft_p95"} <= set(jobs)
+    # ... with the engine inputs of the expectations (the KV the running requests hold).
+    assert jobs["requests_running"].promql == "sum(vllm:num_requests_running)"
 
 
 @pytest.mark.slow
@@ -82,7 +90,11 @@ def test_opening_backfills_the_window_from_a_real_prometheus(
         .order_by("taken_at")
         .values_list("taken_at", "value")
     )
-    assert written == len(rows) >= 5, rows
+    # Everything written is the router's history and the simulated engine's, which this
+    # Prometheus also scrapes (the engine signals it stands in for).
+    assert written == Observation.objects.filter(target=source).count() and len(rows) >= 5, rows
+    stood_in = set(Observation.objects.filter(target=source).values_list("signal", flat=True))
+    assert {"kv_cache_usage", "requests_waiting"} <= stood_in <= {ROUTER, *STANDS_IN}
     assert again == 0  # a replay writes nothing twice
     assert all(at < opened for at, _ in rows)
     assert all(at.timestamp() % 1 == 0 for at, _ in rows)  # on the 1 s poll grid

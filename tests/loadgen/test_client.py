@@ -37,6 +37,20 @@ def test_every_planned_request_is_sent_and_timed():
         assert o.finish_reason == "length"
 
 
+def test_no_request_rides_a_connection_the_server_may_be_closing():
+    """vLLM's server (uvicorn) closes a kept-alive connection after 5 s idle, and httpx kept
+    one for 5 s: a request sent on an idle connection as the server closed it ended in a
+    ReadError (1 stream in ~240 on the busy machine). A POST cannot be retried (the engine
+    may already be generating it), so no request reuses a connection: one stream, one
+    connection. The fake server answers every reused connection's request by closing it."""
+    plan = [PlannedRequest(seq=i, at_s=0.05 * i, prompt_tokens=4, max_tokens=3) for i in range(20)]
+    with fake_engine(Behaviour(keep_alive_race=True)) as (url, seen):
+        result = run_plan(plan, url, model="m", request_timeout_s=20)
+    report = summarize(result.outcomes, result.wall_s)
+    assert report["statuses"] == {"ok": 20}, [o.error for o in result.outcomes]
+    assert seen.connections == 20
+
+
 def test_coalesced_chunks_spread_the_gap_over_their_tokens():
     plan = [PlannedRequest(0, 0.0, 8, 9)]
     with fake_engine(Behaviour(tokens_per_chunk=3)) as (url, _):

@@ -39,6 +39,7 @@ from realengine.calibrate import (
     http_sender,
 )
 from tests.conftest import require_service
+from tests.support.services import private_redis  # noqa: F401 (fixture: the Celery path)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "var" / "realengine"

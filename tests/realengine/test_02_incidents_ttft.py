@@ -44,7 +44,7 @@ from realengine.sizing import (
 )
 from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
 from tests.realengine.incidents import Load, describe, diagnose, evidence, nodes, write_budget
-from tests.realengine.verifying import Poller, criteria, judge, scaled_fix
+from tests.realengine.verifying import MachineShare, Poller, criteria, judge, scaled_fix
 
 CPU_DEFAULT_SEQS = 128  # vLLM's CPU default for the API server (its log: max_num_seqs=128)
 CPU_DEFAULT_BATCHED = 2048
@@ -93,12 +93,11 @@ def test_healthy_traffic_confirms_nothing(engines, calibration, costs, tmp_path)
     assert report["root_cause"] is None, describe(report)
     confirmed = [k for k, n in nodes(report).items() if n["suggestion"] == "confirm"]
     assert confirmed == [], describe(report)
-    # Every request served, but for a transport hiccup on at most 1 % of them: on the busy
-    # machine one stream in ~240 ended in a client-side ReadError (seen in two runs, on
-    # healthy and on KV-pressure load alike), which says nothing about the diagnosis.
-    failed = len(plan) - sent["statuses"].get("ok", 0)
-    assert failed <= len(plan) // 100, sent["errors"]
-    assert all(e.startswith(("ReadError", "RemoteProtocolError")) for e in sent["errors"]), sent
+    # Every request served. One stream in ~240 used to end in a client-side ReadError: the
+    # load generator reused connections the engine's server was closing (both sides kept an
+    # idle connection 5 s); it no longer reuses any (loadgen.client), so any error here is
+    # the engine's or the machine's, and worth failing on.
+    assert sent["statuses"] == {"ok": len(plan)}, sent["errors"]
 
 
 def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
@@ -146,14 +145,26 @@ def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
                            factor=VERIFY_FACTOR,
                            duration_s=VERIFY_S)  # fmt: skip
     plan = serving.plan(seed=2)
+    # The SLO the fixed engine is held to comes from the same calibration its arrivals are
+    # sized from: the first one can be minutes and a 6x change of machine speed older
+    # (decode steps read 3.7-24 ms within an hour here), and against it a verification
+    # sized for a slower machine was judged by a faster machine's target.
+    fixed_path = _budget(tmp_path, "kv-fixed", fixed_calibration, fixed_costs)
+    fixed_budget = Budget(**yaml.safe_load(fixed_path.read_text()))
     verify_fix = scaled_fix("high-ttft", "kv-cache-pressure", window_s=int(VERIFY_S))
-    with Poller("high-ttft", budget, engine.metrics_url, max_s=VERIFY_S + 120) as fixed:
+    share = MachineShare(engine.process.pid)
+    with Poller("high-ttft", fixed_budget, engine.metrics_url, max_s=VERIFY_S + 120) as fixed:
         sent_fixed = Load(plan, engine.url, deadline_s=VERIFY_S + 60, seed=2).start().join()
+        # Judged once the whole window has passed and been polled, never earlier: a
+        # verification judged before its window ends is pending, not passing.
+        fixed.wait_until(fixed.started + VERIFY_S)
     keep_scrape("kv-fixed", engine.metrics_url)
-    verdict = judge(verify_fix, budget, fixed, report["fix"]["parameters"])
+    verdict = judge(verify_fix, fixed_budget, fixed, report["fix"]["parameters"])
     record("load.kv_verify", {**serving.as_dict(), "sent": _sent(sent_fixed)})
+    machine = share.report()
     record("verify.kv.fixed", criteria(verdict))
-    assert verdict.state == "passing", criteria(verdict)
+    record("verify.kv.machine", machine)
+    assert verdict.state == "passing", f"{criteria(verdict)}\nCPU over the window: {machine}"
 
 
 def test_plain_overload_is_queue_backlog_with_kv_eliminated(engines, calibration, costs,

@@ -5,8 +5,10 @@ fix template's criteria over what it saw."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
+from pathlib import Path
 
 from deployments.budget import Budget
 from investigations.diagnose import Diagnosis
@@ -45,6 +47,10 @@ class Poller:
         self.stop_event.set()
         self.thread.join(timeout=30)
 
+    def wait_until(self, at: float) -> None:
+        """Sleep until the unix time ``at`` and one more cycle after it (bounded by max_s)."""
+        time.sleep(max(0.0, min(at - time.time(), self.max_s)) + self.interval_s)
+
     def view(self) -> dict:
         return {
             key: [(labels, points) for labels, points in series.items()]
@@ -69,3 +75,55 @@ def criteria(result: VerificationResult) -> str:
     return "; ".join(
         f"{c.title}: {c.measured} {c.op} {c.threshold} -> {c.holds}" for c in result.criteria
     )
+
+
+def _jiffies(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants (the API server and its EngineCore)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+class MachineShare:
+    """Where the machine's CPU went over a window: the engine (its process tree), this test
+    process (load generator and poller) and everything else, in cores. A verification that
+    fails its latency criterion on a shared machine says which it was."""
+
+    def __init__(self, engine_pid: int) -> None:
+        self.engine_pid = engine_pid
+        self.start = self._read()
+
+    def _read(self) -> tuple[float, int, int, int]:
+        cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        idle = int(cpu[3]) + int(cpu[4])
+        engine = sum(_jiffies(pid) for pid in _tree(self.engine_pid))
+        return time.monotonic(), sum(int(v) for v in cpu[:8]) - idle, engine, _jiffies(os.getpid())
+
+    def report(self) -> dict:
+        end = self._read()
+        seconds = end[0] - self.start[0]
+        tick = os.sysconf("SC_CLK_TCK") * seconds
+        busy, engine, ours = ((end[i] - self.start[i]) / tick for i in (1, 2, 3))
+        return {"seconds": round(seconds, 1), "busy_cores": round(busy, 2),
+                "engine_cores": round(engine, 2), "test_process_cores": round(ours, 2),
+                "other_cores": round(busy - engine - ours, 2), "cores": os.cpu_count(),
+                "loadavg_1m": os.getloadavg()[0]}  # fmt: skip
