@@ -16,7 +16,7 @@ update; each receiver gets the update once, in its chat's own format. The fix's
 verification passes, alice closes the investigation; carol writes the postmortem's
 narrative and two action items and asks for a review; alice publishes it and exports the
 PDF, which ``pdftotext`` reads back: every section, the action items, the severity and the
-roles.
+roles. The team's page then lists both action items, none overdue.
 
 Time and workers are as in ``test_incident_walk``: the test is the beat (each cycle moves
 the manual-clock simulator and the virtual wall clock on by 15 s) and stands in for the
@@ -410,6 +410,17 @@ def test_a_team_runs_an_incident_from_sso_to_a_published_postmortem(
     assert f"handed over from alice carol alice {HANDOVER_REASON}" in flow  # what, who, by, why
     assert f"status_update carol Status: {UPDATE}" in flow  # on the timeline
     assert "published at" in text and "reviewed by alice" in text
+
+    # The team's page lists the action items across its postmortems, none overdue.
+    alice.goto(f"/teams/{deployment.team_id}/")
+    listed = alice.get_by_test_id("team-action-items")
+    expect()(listed).to_contain_text("2 open")
+    for title, kind, _priority, owner, _days in ACTION_ITEMS:
+        row = listed.get_by_role("row").filter(has_text=title)
+        expect()(row).to_contain_text(TITLE)
+        expect()(row).to_contain_text(kind)
+        expect()(row).to_contain_text(owner)
+    expect()(listed.get_by_text("overdue", exact=True)).to_have_count(0)
 
     # Nothing the pages asked for left the live server and the local IdP.
     assert [u for u in requests_seen.outside(origin) if not u.startswith(sso_on.base)] == []
