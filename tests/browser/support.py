@@ -1,7 +1,7 @@
-"""Helpers the browser tests share: the stand-in beat, logging in through the form,
-finding a page section by its heading, waiting for the tree's refresh, and the checks a
-page must pass in a dark room (contrast), at any width (no horizontal scroll) and from the
-keyboard (focus outlines).
+"""Helpers the browser tests share: the stand-in beat, logging in through the form or
+through the local IdP (single sign-on), finding a page section by its heading, waiting for
+the tree's refresh, and the checks a page must pass in a dark room (contrast), at any width
+(no horizontal scroll) and from the keyboard (focus outlines).
 
 The checks are JavaScript run in the page and read back as plain data, so a failure names
 the element, its colours and the ratio rather than a bare boolean.
@@ -16,6 +16,7 @@ from django.db import connections
 
 from investigations.tasks import poll_and_evaluate
 from tests.conftest import PASSWORD
+from tests.support.oidc_provider import PASSWORD as IDP_PASSWORD
 
 CYCLE_S = 15
 
@@ -62,6 +63,24 @@ def log_in(page, user) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect()(page.get_by_role("heading", name="Active investigations", exact=True)).to_be_visible()
+
+
+def sign_in_with_sso(page, origin: str, username: str) -> None:
+    """From Atlas's login page through the IdP and back; signs in at the IdP only when
+    it asks (its session outlives Atlas's logout) and consents when it asks."""
+    page.goto("/accounts/login/")
+    page.get_by_role("link", name="Sign in with SSO").click()
+    for _ in range(4):
+        page.wait_for_load_state()
+        if page.url.startswith(origin):
+            break
+        if "/accounts/login/" in page.url:
+            page.get_by_label("IdP username").fill(username)
+            page.get_by_label("IdP password").fill(IDP_PASSWORD)
+            page.get_by_role("button", name="Sign in to the IdP").click()
+        elif "/o/authorize/" in page.url:
+            page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(re.compile(re.escape(origin) + r"/($|\?)"))
 
 
 def section(page, heading: str):

@@ -7,36 +7,16 @@ groups map to. No token is mocked: the provider refuses a code without its verif
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from audit.models import AuditEntry
 from sso.mapping import ACTOR
 from sso.models import OidcIdentity
 from teams.models import Membership, Role
-from tests.browser.support import expect, section
-from tests.support.oidc_provider import PASSWORD, TEAM
+from tests.browser.support import expect, section, sign_in_with_sso
+from tests.support.oidc_provider import TEAM
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def sign_in_with_sso(page, origin: str, username: str) -> None:
-    """From Atlas's login page through the IdP and back; signs in at the IdP only when
-    it asks (its session outlives Atlas's logout) and consents when it asks."""
-    page.goto("/accounts/login/")
-    page.get_by_role("link", name="Sign in with SSO").click()
-    for _ in range(4):
-        page.wait_for_load_state()
-        if page.url.startswith(origin):
-            break
-        if "/accounts/login/" in page.url:
-            page.get_by_label("IdP username").fill(username)
-            page.get_by_label("IdP password").fill(PASSWORD)
-            page.get_by_role("button", name="Sign in to the IdP").click()
-        elif "/o/authorize/" in page.url:
-            page.get_by_role("button", name="Authorize").click()
-    page.wait_for_url(re.compile(re.escape(origin) + r"/($|\?)"))
 
 
 def log_out(page) -> None:
