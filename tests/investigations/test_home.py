@@ -40,8 +40,9 @@ def test_active_investigations_show_the_leading_cause_alarm_and_fix(
     actions.close_investigation(investigation=closed, user=commander, override="drill over")
     client = client_for(commander)
     # Session, user, 3 per list (rows, decisions, fixes) x 2, workers 2, deployments +
-    # targets, teams: constant in the number of investigations.
-    with django_assert_max_num_queries(13):
+    # targets, teams, the reader's pending invitations: constant in the number of
+    # investigations.
+    with django_assert_max_num_queries(14):
         page = client.get(reverse("home")).content.decode()
     active = page.split('data-testid="active-investigations"')[1].split("</table>")[0]
     assert "TTFT over target" in active and "ITL spikes" in active
@@ -122,7 +123,7 @@ def test_each_fix_shows_its_verification_as_the_last_poll_cycle_evaluated_it(
         investigation=renewed, node="kv-cache-pressure", parameters={}, user=commander
     )
     client = client_for(commander)
-    with django_assert_max_num_queries(13):  # still no evaluation per row
+    with django_assert_max_num_queries(14):  # still no evaluation per row
         page = client.get(reverse("home")).content.decode()
     rows = page.split('data-testid="active-investigations"')[1].split("</table>")[0].split("<tr>")
 
