@@ -119,8 +119,7 @@ def team_stats(request: HttpRequest) -> HttpResponse:
         team = get_team(request.user, uuid.UUID(str(team_id))) if team_id else None
     except ValueError:
         raise Http404 from None
-    statistics = records.team_statistics(team.pk) if team else None
-    drills = records.team_statistics(team.pk, drills=True) if team else None
+    statistics, drills = records.team_statistics(team.pk) if team else (None, None)
     return render(
         request,
         "review/stats.html",

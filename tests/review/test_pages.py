@@ -248,5 +248,5 @@ def test_the_onset_is_read_from_firing_events_in_the_database(
         TimelineEvent.objects.filter(pk=event.pk).update(
             at=real.opened_at + timedelta(minutes=minutes)
         )
-    statistics = records.team_statistics(real.team_id)
+    statistics, _ = records.team_statistics(real.team_id)
     assert statistics.time_to_acknowledge.median_s == expected_s
