@@ -81,6 +81,13 @@ class AuditQuerySet(models.QuerySet):
         return super().delete()
 
 
+def action_choices() -> list[tuple[str, str]]:
+    """``AuditEntry.action``'s choices, read from ``Action`` when needed. A callable, so a
+    migration holds a reference instead of a copy of the list: a new audited action was a
+    migration rewriting every choice (the database never sees them)."""
+    return list(Action.choices)
+
+
 class AuditEntry(models.Model):
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
@@ -108,7 +115,7 @@ class AuditEntry(models.Model):
         db_constraint=False,
         related_name="+",
     )
-    action = models.CharField(max_length=40, choices=Action.choices)
+    action = models.CharField(max_length=40, choices=action_choices)
     object_type = models.CharField(max_length=60)
     object_id = models.CharField(max_length=64)
     summary = models.CharField(max_length=500)
