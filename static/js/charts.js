@@ -16,7 +16,18 @@
 // plotly.js is ready is drawn as soon as it is.
 (function () {
   "use strict";
-  var CONFIG = { displaylogo: false, responsive: true };
+  // plotly.js carries defaults that name its own hosts (the logo's link, the "send to
+  // cloud" server, the geo maps' topojson CDN). None is used by a cartesian chart, but the
+  // console makes no request off its origin, so each is switched off or pointed home.
+  var CONFIG = {
+    displaylogo: false,
+    responsive: true,
+    showLink: false,
+    showSendToCloud: false,
+    showEditInChartStudio: false,
+    plotlyServerURL: "",
+    topojsonURL: "/static/vendor/plotly/"
+  };
   var kept = {};
   var SELECTOR = "[data-chart], [data-figure]";
   // Drawn a little before it scrolls in, so a reader scrolling down rarely sees one empty.

@@ -128,3 +128,13 @@ def test_every_page_loads_the_vendored_bundle_through_charts_js():
         text = (root / name).read_text()
         assert "plotly.min.js" not in text, name
         assert "vendor/plotly/plotly-cartesian.min.js" in text, name
+
+
+def test_the_chart_config_points_no_plotly_default_off_the_origin():
+    """The vendored plotly.js names its own hosts in defaults (topojson CDN, chart cloud);
+    charts.js overrides each, so no setting could send a request off the console's origin."""
+    charts = (Path(__file__).resolve().parents[2] / "static" / "js" / "charts.js").read_text()
+    config = charts[charts.index("var CONFIG = {") : charts.index("};", charts.index("var CONFIG"))]
+    assert "http" not in config
+    for setting in ('plotlyServerURL: ""', 'topojsonURL: "/static/', "showSendToCloud: false"):
+        assert setting in config
