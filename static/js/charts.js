@@ -89,7 +89,9 @@
       margin: { l: 60, r: 20, t: 20, b: 40 },
       legend: { orientation: "h" }
     }, figure.layout || {});
-    layout.xaxis = cutRange(layout.xaxis);
+    // Only a layout that has an x axis gets one back: an own "xaxis" key set to undefined
+    // makes plotly.js read its "anchor" and throw (the artifact page's bar chart has none).
+    if (layout.xaxis) { layout.xaxis = cutRange(layout.xaxis); }
     return layout;
   }
   function chooseRange(button) {
