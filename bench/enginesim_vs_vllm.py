@@ -105,7 +105,11 @@ def run_real(server: EngineServer, load: IncidentLoad, seed: int, sample_s: floa
     statuses: dict[str, int] = {}
     for outcome in result.outcomes:
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
-    return {"plan": plan, "readings": readings, "wall_s": time.monotonic() - started,
+    # The twin receives what the engine received: the client refuses requests beyond its
+    # in-flight cap (reported "skipped", never sent), and those never reached the engine.
+    sent = {o.seq for o in result.outcomes if o.status != "skipped"}
+    return {"plan": [r for r in plan if r.seq in sent], "planned": len(plan),
+            "readings": readings, "wall_s": time.monotonic() - started,
             "statuses": statuses}  # fmt: skip
 
 
@@ -184,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             print_table(name, real_fig, sim_fig, real["wall_s"], sim_s)
             print(
                 f"   load: {load.rate_per_s:.2f} req/s for {load.duration_s:.0f} s, "
-                f"{len(real['plan'])} requests, client statuses {real['statuses']}",
+                f"{real['planned']} planned, {len(real['plan'])} sent, statuses {real['statuses']}",
                 flush=True,
             )
             out[name] = {
