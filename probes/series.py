@@ -8,43 +8,49 @@ where an average would hide exactly the evidence a commander is looking for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Sequence
 from datetime import datetime
+from operator import itemgetter
 
 from probes.models import Observation
 
 Point = tuple[float, float]  # (unix seconds, value)
+_VALUE = itemgetter(1)
 
 
 def downsample(points: Sequence[Point], max_points: int) -> list[Point]:
-    """Keep at most ``max_points`` points (a multiple of 4 is used), extremes included."""
+    """Keep at most ``max_points`` points (a multiple of 4 is used), extremes included.
+
+    Points must be in time order. Each bucket's edges are found by bisection and its
+    extremes by C-level ``min``/``max`` over its slice, rather than a Python step per
+    point: the evidence cards reduce every stored point of ~50 charts on each build."""
     if max_points < 4:
         raise ValueError("max_points must be at least 4")
-    if len(points) <= max_points:
+    n = len(points)
+    if n <= max_points:
         return list(points)
     buckets = max_points // 4
     start, end = points[0][0], points[-1][0]
     width = (end - start) / buckets or 1.0
+    # Bucket k holds the points whose position is in [k, k+1); one comprehension computes
+    # them all, so the bisections below compare floats in C.
+    positions = [(t - start) / width for t, _ in points]
     out: list[Point] = []
-    current: list[Point] = []
-    index = 0
-    for point in points:
-        bucket = min(int((point[0] - start) / width), buckets - 1)
-        if bucket != index and current:
-            out.extend(_extremes(current))
-            current = []
-        index = bucket
-        current.append(point)
-    if current:
-        out.extend(_extremes(current))
+    low = 0
+    for k in range(1, buckets):
+        high = bisect_left(positions, k, low, n)
+        if high > low:
+            out.extend(_extremes(points[low:high]))
+            low = high
+    if low < n:  # the last bucket also takes the end point (position == buckets)
+        out.extend(_extremes(points[low:]))
     return out
 
 
-def _extremes(bucket: list[Point]) -> Iterable[Point]:
-    first, last = bucket[0], bucket[-1]
-    low = min(bucket, key=lambda p: p[1])
-    high = max(bucket, key=lambda p: p[1])
-    return sorted({first, low, high, last})
+def _extremes(bucket: Sequence[Point]) -> list[Point]:
+    """First, lowest, highest and last point of a bucket, each once, in time order."""
+    return sorted({bucket[0], min(bucket, key=_VALUE), max(bucket, key=_VALUE), bucket[-1]})
 
 
 def load_series(

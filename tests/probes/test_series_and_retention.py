@@ -42,6 +42,44 @@ def test_downsampling_is_bounded_ordered_and_keeps_extremes(values, max_points):
     assert max(v for _, v in reduced) == max(values)
 
 
+def _reference_downsample(points, max_points):
+    """The reduction spelled out one point at a time: which bucket each point falls in,
+    then each bucket's first, lowest, highest and last point."""
+    if len(points) <= max_points:
+        return list(points)
+    buckets = max_points // 4
+    start, end = points[0][0], points[-1][0]
+    width = (end - start) / buckets or 1.0
+    grouped: dict[int, list] = {}
+    for point in points:
+        grouped.setdefault(min(int((point[0] - start) / width), buckets - 1), []).append(point)
+    out = []
+    for _, bucket in sorted(grouped.items()):
+        low = min(bucket, key=lambda p: p[1])
+        high = max(bucket, key=lambda p: p[1])
+        out.extend(sorted({bucket[0], low, high, bucket[-1]}))
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 30, allow_nan=False), st.floats(-1e3, 1e3, allow_nan=False)),
+        min_size=1,
+        max_size=1500,
+    ),
+    st.integers(4, 120),
+    st.floats(1.6e9, 1.8e9),
+)
+def test_downsampling_equals_the_point_by_point_reduction(steps, max_points, t0):
+    """Irregular gaps, repeated timestamps and epoch-sized times: bucket edges found by
+    bisection put every point where the per-point arithmetic puts it."""
+    points, t = [], t0
+    for gap, value in steps:
+        t += round(gap, 1)  # 0.0 gaps: several readings stamped alike
+        points.append((t, value))
+    assert downsample(points, max_points) == _reference_downsample(points, max_points)
+
+
 @pytest.fixture
 def target(team):
     deployment = builders.deployment(team, "atlas-retention")
