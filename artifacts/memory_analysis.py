@@ -43,8 +43,12 @@ Signals (``as_dict()["signals"]``, evidence for playbooks):
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress, count, islice, repeat
+from operator import itemgetter
 from typing import Any
 
 from artifacts.memory_snapshot import (
@@ -60,6 +64,7 @@ from artifacts.memory_snapshot import (
 
 SEGMENT_GROW = frozenset({"segment_alloc", "segment_map"})
 SEGMENT_SHRINK = frozenset({"segment_free", "segment_unmap"})
+_SEGMENT_EVENTS = SEGMENT_GROW | SEGMENT_SHRINK
 
 STEP_MIN_BYTES = 256 * MiB
 STEP_GAP_US = 500_000
@@ -227,6 +232,7 @@ class _PoolIndex:
         self.starts = [s.address for s in ordered]
         self.ends = [s.address + s.total_size for s in ordered]
         self.pools = [pool_key(s.pool_id) for s in ordered]
+        self.has_graph_pools = any(p not in _NOT_GRAPH for p in self.pools)
 
     def find(self, addr: int) -> str:
         i = bisect.bisect_right(self.starts, addr) - 1
@@ -286,6 +292,15 @@ class Curve:
     start_graph_allocated: int = 0
 
 
+def _suffix_sums(deltas: list[int], end: int) -> tuple[list[int], int]:
+    """``state[i] = end + sum(deltas[i + 1:])`` for every i, and ``end + sum(deltas)``: the
+    state after each event and before the first, walking back from ``end`` (in C)."""
+    acc = list(accumulate(reversed(deltas), initial=end))
+    start = acc.pop()
+    acc.reverse()
+    return acc, start
+
+
 def reconstruct(
     entries: Sequence[TraceEntry],
     reserved_end: int,
@@ -294,37 +309,48 @@ def reconstruct(
     index: _PoolIndex,
     graph_allocated_end: int = 0,
 ) -> Curve:
-    """Walk the trace backwards from the final state (reference §2)."""
+    """Walk the trace backwards from the final state (reference §2).
+
+    Column by column: each curve is a suffix sum of per-event deltas (``_suffix_sums``), so
+    the per-event work is one comprehension; only segment events are walked one by one.
+    """
     n = len(entries)
-    timed = n > 0 and all(e.time_us is not None for e in entries)
-    x = [e.time_us for e in entries] if timed else list(range(n))
-    reserved = [0] * n
-    allocated = [0] * n
-    graph_allocated = [0] * n
-    r, a, g = reserved_end, allocated_end, graph_allocated_end
+    if not n:
+        return Curve([], [], [], reserved_end, allocated_end,
+                     {p: (v, []) for p, v in pools_end.items()}, [], False, [],
+                     graph_allocated_end)  # fmt: skip
+    actions, addrs, sizes, _streams, times = list(zip(*entries, strict=True))[:5]
+    timed = None not in times
+    x = list(times) if timed else list(range(n))
+    deltas = [
+        -size if action == "alloc" else size if action == "free_completed" else 0
+        for action, size in zip(actions, sizes, strict=True)
+    ]
+    allocated, a = _suffix_sums(deltas, allocated_end)
+    if index.has_graph_pools:
+        find = functools.lru_cache(maxsize=None)(index.find)
+        graph_deltas = [
+            d if d and find(addr or 0) not in _NOT_GRAPH else 0
+            for d, addr in zip(deltas, addrs, strict=True)
+        ]
+        graph_allocated, g = _suffix_sums(graph_deltas, graph_allocated_end)
+    else:  # no event can land in a graph pool: the curve is flat
+        graph_allocated, g = [graph_allocated_end] * n, graph_allocated_end
+    reserved_deltas = [0] * n
     pool_now = dict(pools_end)
     pool_points: dict[str, list[tuple[int, int]]] = {}
     seg_events: list[tuple[int, int, str]] = []
-    for i in range(n - 1, -1, -1):
-        e = entries[i]
-        reserved[i], allocated[i], graph_allocated[i] = r, a, g
-        action = e.action
-        if action == "alloc":
-            a -= e.size
-            if index.find(e.addr or 0) not in _NOT_GRAPH:
-                g -= e.size
-        elif action == "free_completed":
-            a += e.size
-            if index.find(e.addr or 0) not in _NOT_GRAPH:
-                g += e.size
-        elif action in SEGMENT_GROW or action in SEGMENT_SHRINK:
-            delta = e.size if action in SEGMENT_GROW else -e.size
-            pool = index.find(e.addr or 0)
-            value = pool_now.get(pool, 0)
-            pool_points.setdefault(pool, []).append((i, value))
-            pool_now[pool] = value - delta
-            seg_events.append((i, delta, pool))
-            r -= delta
+    segment_indexes = list(compress(count(), map(_SEGMENT_EVENTS.__contains__, actions)))
+    for i in reversed(segment_indexes):
+        action = actions[i]
+        delta = sizes[i] if action in SEGMENT_GROW else -sizes[i]
+        pool = index.find(addrs[i] or 0)
+        value = pool_now.get(pool, 0)
+        pool_points.setdefault(pool, []).append((i, value))
+        pool_now[pool] = value - delta
+        seg_events.append((i, delta, pool))
+        reserved_deltas[i] = -delta
+    reserved, r = _suffix_sums(reserved_deltas, reserved_end)
     for points in pool_points.values():
         points.reverse()
     seg_events.reverse()
@@ -385,12 +411,9 @@ def leak_metrics(curve: Curve) -> tuple[int, float, float]:
         return 0, 0.0, 0.0
     # Outside graph pools only: captured graphs hold their memory by design.
     graph = curve.graph_allocated or [0] * n
-    outside = [a - g for a, g in zip(curve.allocated, graph, strict=True)]
-    floor = [0] * n
-    low = outside[-1]
-    for i in range(n - 1, -1, -1):
-        low = min(low, outside[i])
-        floor[i] = low
+    outside = list(map(operator.sub, curve.allocated, graph))
+    floor = list(accumulate(reversed(outside), min))  # suffix minima, back to front
+    floor.reverse()
     start_floor = min(floor[0], curve.start_allocated - curve.start_graph_allocated)
     growth = max(0, floor[-1] - start_floor)
     x0, x1 = curve.x[0], curve.x[-1]
@@ -398,9 +421,13 @@ def leak_metrics(curve: Curve) -> tuple[int, float, float]:
         return growth, 0.0, 0.0
     rises = []
     j, previous = 0, start_floor
+    x = curve.x
+    ordered = all(map(operator.le, x, islice(x, 1, None)))
     for k in range(1, LEAK_SLICES + 1):
         limit = x0 + (x1 - x0) * k / LEAK_SLICES
-        while j + 1 < n and curve.x[j + 1] <= limit:
+        if ordered:  # the last index whose x <= limit, never going back
+            j = max(j, bisect.bisect_right(x, limit) - 1)
+        while j + 1 < n and x[j + 1] <= limit:
             j += 1
         rises.append(floor[j] - previous)
         previous = floor[j]
@@ -426,18 +453,16 @@ def downsample(curve: Curve, max_points: int = TIMELINE_MAX_POINTS) -> dict[str,
     width = max(1.0, (x1 - x0 + 1) / max_points)
     cursors = dict.fromkeys(graph_pools, 0)
     current = {p: curve.pools[p][0] for p in graph_pools}
+    # int((x - x0) / width) for every x, then the runs of equal buckets: where the bucket
+    # changes, and the end.
+    buckets = [int((v - x0) / width) for v in curve.x]
+    bounds = list(compress(count(1), map(operator.ne, buckets, islice(buckets, 1, None))))
+    bounds.append(n)
     i = 0
-    while i < n:
-        bucket = int((curve.x[i] - x0) / width)
-        j = i
-        r_max = a_max = 0
-        while j < n and int((curve.x[j] - x0) / width) == bucket:
-            r_max = max(r_max, curve.reserved[j])
-            a_max = max(a_max, curve.allocated[j])
-            j += 1
+    for j in bounds:
         out["x"].append(curve.x[i])
-        out["reserved"].append(r_max)
-        out["allocated"].append(a_max)
+        out["reserved"].append(max(0, max(curve.reserved[i:j])))
+        out["allocated"].append(max(0, max(curve.allocated[i:j])))
         for p in graph_pools:
             points = curve.pools[p][1]
             best = current[p]
@@ -463,18 +488,39 @@ def _is_internal(frame: Frame) -> bool:
 _CPP_PLUMBING = ("torch::unwind", "torch::CapturedTraceback", "torch::cuda::", "c10::", "at::")
 
 
+def _site_frames(
+    frames: tuple[Frame, ...], internal: dict[str, bool]
+) -> tuple[bool, Sequence[Frame]]:
+    """(is C++, up to five frames) naming the site of ``frames``: the innermost user Python
+    frames; for C++-only stacks (autograd engine), the first frames past the allocator and
+    ATen dispatch plumbing. ``internal``: :func:`_is_internal` by file name, shared between
+    calls (stacks repeat their files)."""
+    user = []
+    for f in frames:
+        inside = internal.get(f[0])
+        if inside is None:
+            inside = internal[f[0]] = _is_internal(f)
+        if not inside:
+            user.append(f)
+            if len(user) == 5:
+                break
+    if user or not frames:
+        return False, user
+    cpp = list(islice((f for f in frames if not f[2].startswith(_CPP_PLUMBING)), 5))
+    return True, cpp or frames[:5]
+
+
+def _format_frame(cpp: bool, f: Frame) -> str:
+    return f"<C++> {f[2][:160]}" if cpp else f"{f[0]}:{f[1]} {f[2]}"
+
+
 def _site(frames: tuple[Frame, ...]) -> tuple[str, tuple[str, ...]]:
-    """Innermost user Python frame; for C++-only stacks (autograd engine), the first frame
-    past the allocator and ATen dispatch plumbing."""
-    user = [f for f in frames if not _is_internal(f)]
-    if user:
-        fmt = [f"{f[0]}:{f[1]} {f[2]}" for f in user[:5]]
-        return fmt[0], tuple(fmt)
-    if not frames:
+    """The site's name and its formatted stack (up to five frames)."""
+    cpp, chosen = _site_frames(frames, {})
+    if not chosen:
         return "<no stack recorded>", ()
-    cpp = [f for f in frames if not f[2].startswith(_CPP_PLUMBING)] or list(frames)
-    fmt = [f"<C++> {f[2][:160]}" for f in cpp[:5]]
-    return fmt[0], tuple(fmt)
+    stack = tuple(_format_frame(cpp, f) for f in chosen)
+    return stack[0], stack
 
 
 def top_sites(segments: Iterable[Segment], n: int = TOP_SITES) -> tuple[Site, ...]:
@@ -488,23 +534,30 @@ def top_sites(segments: Iterable[Segment], n: int = TOP_SITES) -> tuple[Site, ..
             frames, total, count, devs = by_frames.get(key, (b.frames, 0, 0, set()))
             devs.add(s.device)
             by_frames[key] = (frames, total + b.allocated, count + 1, devs)
+    # Grouped by name; only the winners' stacks are formatted beyond their first frame.
     sites: dict[str, list[Any]] = {}
+    internal: dict[str, bool] = {}
     for frames, total, count, devs in by_frames.values():
-        name, stack = _site(frames)
-        entry = sites.setdefault(name, [0, 0, set(), stack])
+        cpp, chosen = _site_frames(frames, internal)
+        name = _format_frame(cpp, chosen[0]) if chosen else "<no stack recorded>"
+        entry = sites.setdefault(name, [0, 0, set(), (cpp, chosen)])
         entry[0] += total
         entry[1] += count
         entry[2] |= devs
     ranked = sorted(sites.items(), key=lambda kv: -kv[1][0])[:n]
-    return tuple(Site(k, v[0], v[1], tuple(sorted(v[2])), v[3]) for k, v in ranked)
+    return tuple(
+        Site(k, v[0], v[1], tuple(sorted(v[2])), tuple(_format_frame(v[3][0], f) for f in v[3][1]))
+        for k, v in ranked
+    )
 
 
 def _ooms(device: int, entries: Sequence[TraceEntry], curve: Curve) -> tuple[Oom, ...]:
     out = []
-    for i, e in enumerate(entries):
-        if e.action == "oom":
-            out.append(Oom(device, curve.x[i], e.time_us, e.size, e.device_free or 0,
-                           curve.reserved[i], curve.allocated[i]))  # fmt: skip
+    # entry[0] is its action (TraceEntry is a named tuple)
+    for i in compress(count(), map(operator.eq, map(itemgetter(0), entries), repeat("oom"))):
+        e = entries[i]
+        out.append(Oom(device, curve.x[i], e.time_us, e.size, e.device_free or 0,
+                       curve.reserved[i], curve.allocated[i]))  # fmt: skip
     return tuple(out)
 
 

@@ -1,14 +1,23 @@
-"""Chrome-trace load + analysis: artifacts.chrome_trace/trace_analysis vs HTA's first step.
+"""Chrome-trace load + analysis: artifacts.chrome_trace/trace_analysis vs HTA (first step; full).
 
 Usage: .venv/bin/python bench/artifacts_chrome_trace.py [--events 1000000] [--skip-synthetic]
        [--root PATH]   (measure another checkout's artifacts package, e.g. a `git archive`
                         of an older commit, for before/after figures)
+       [--hta-python PATH]  (a Python with HolisticTraceAnalysis installed, kept out of the
+                        project's venv: `python3 -m venv /tmp/hta && /tmp/hta/bin/pip install
+                        HolisticTraceAnalysis==0.5.0`; adds the real HTA as a second baseline)
 
 Baseline (named, measured in the same run): what HolisticTraceAnalysis' default JSON
 backend does before any analysis - ``gzip.open().read()``, ``json.loads`` of the whole
 file, then one dict row per event with the ``args`` it explodes into columns (the input
 of ``pandas.DataFrame``). HTA itself is not installed here; this first step is a lower
 bound on its cost. Ours: ``load_chrome_trace`` (streaming) + ``analyse_trace``.
+
+With ``--hta-python``, the real thing too: HTA 0.5's ``TraceAnalysis`` over a folder holding
+the one file (its parser, JSON backend) plus ``get_temporal_breakdown``,
+``get_idle_time_breakdown`` and ``get_gpu_kernel_breakdown`` - the figures our analysis is
+compared with (to the event, in tests/artifacts/test_trace_analysis.py). Its CPU counts
+child processes as well (HTA may parse in a pool).
 
 Each side runs in its own subprocess, so ``ru_maxrss`` is that side's peak RSS and
 ``ru_utime + ru_stime`` its CPU. Throughput is raw (decompressed) JSON bytes per CPU-second,
@@ -86,25 +95,56 @@ print(json.dumps({"s": elapsed, "load_s": loaded, "cpu_s": cpu() - c0, "load_cpu
 )
 
 
-def _run(code: str, path: Path, root: Path) -> dict:
+_HTA = r"""
+import json, os, resource, sys, tempfile, time
+def cpu():
+    cpu = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        cpu += r.ru_utime + r.ru_stime
+    return cpu
+c0 = cpu()
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+with tempfile.TemporaryDirectory() as folder:
+    os.symlink(sys.argv[1], os.path.join(folder, os.path.basename(sys.argv[1])))
+    analysis = TraceAnalysis(trace_dir=folder)
+    ranks = sorted(analysis.t.traces)
+    analysis.get_temporal_breakdown(visualize=False)
+    analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
+    analysis.get_gpu_kernel_breakdown(visualize=False)
+elapsed = time.perf_counter() - t
+peak = max(resource.getrusage(w).ru_maxrss
+           for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({"s": elapsed, "cpu_s": cpu() - c0, "rss_mb": peak / 1024}))
+"""
+
+
+def _run(code: str, path: Path, root: Path, python: str = sys.executable) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path), str(root)],
+        [python, "-c", code, str(path), str(root)],
         check=True,
         capture_output=True,
         text=True,
     )
-    return json.loads(out.stdout)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _compare(label: str, path: Path, root: Path) -> None:
+def _compare(label: str, path: Path, root: Path, hta_python: str | None = None) -> None:
     base = _run(_BASELINE, path, root)
     ours = _run(_OURS, path, root)
+    hta = _run(_HTA, path, root, hta_python) if hta_python else None
     raw_mb = ours["raw_bytes"] / 1e6
     print(
         f"{label}: {path.name} ({path.stat().st_size / 1e6:.1f} MB on disk, {raw_mb:.0f} MB raw "
         f"JSON, {ours['events']:,} events)"
     )
     rows = (
+        *(
+            (("HTA 0.5 TraceAnalysis + 3 breakdowns", hta["s"], hta["cpu_s"], hta["rss_mb"]),)
+            if hta
+            else ()
+        ),
         ("HTA JSON backend first step (baseline)", base["s"], base["cpu_s"], base["rss_mb"]),
         ("load (ours, streaming)", ours["load_s"], ours["load_cpu_s"], None),
         ("load + analyse (ours)", ours["s"], ours["cpu_s"], ours["rss_mb"]),
@@ -121,6 +161,14 @@ def _compare(label: str, path: Path, root: Path) -> None:
         f"{ours['load_cpu_s'] / base['cpu_s']:.3f}x, wall {ours['s'] / base['s']:.2f}x, "
         f"peak RSS {ours['rss_mb'] / base['rss_mb']:.3f}x"
     )
+    if hta:
+        print(
+            f"  ratio ours/HTA 0.5: CPU {ours['cpu_s'] / hta['cpu_s']:.3f}x "
+            f"({hta['cpu_s'] / ours['cpu_s']:.1f}x less; target >= 10x), wall "
+            f"{ours['s'] / hta['s']:.2f}x, peak RSS {ours['rss_mb'] / hta['rss_mb']:.3f}x "
+            f"(target <= 0.1x); ours {raw_mb / ours['cpu_s']:.0f} MB/s per core load + analyse "
+            f"(target >= 100)"
+        )
 
 
 def main() -> None:
@@ -128,19 +176,20 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_002)
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose artifacts to run")
+    parser.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis 0.5 installed")
     args = parser.parse_args()
     if not (args.root / "artifacts" / "chrome_trace.py").is_file():
         parser.error(f"--root {args.root} holds no artifacts/chrome_trace.py")
     from tests.support.samples import CHROME_TRACES
 
-    _compare("largest real sample", CHROME_TRACES / SAMPLE, args.root)
+    _compare("largest real sample", CHROME_TRACES / SAMPLE, args.root, args.hta_python)
     if not args.skip_synthetic:
         from tests.artifacts.test_chrome_trace import _write_big_trace
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "synthetic.pt.trace.json.gz"
             raw = _write_big_trace(path, args.events)
-            _compare(f"synthetic ({raw / 1e6:.0f} MB raw JSON)", path, args.root)
+            _compare(f"synthetic ({raw / 1e6:.0f} MB raw JSON)", path, args.root, args.hta_python)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ baseline measured in the same run on the same bytes:
 
 - load: ``safepickle.loads`` (opcode pre-scan, restricted C unpickler, structure walk) vs
   ``pickle.loads`` (the unsafe stock unpickler, fine here on trusted local files). Target:
-  at most 2x.
+  at most 2x. Two rows: the generic loader (``walk=True``, the default) and the path
+  ``load_snapshot`` takes (``walk=False``: its schema walk, ``validate``, replaces the
+  generic one and is counted in the analysis row).
 - analysis: schema validation + the full analysis (``validate`` + ``analyse_snapshot``:
   backward timeline, steps, leak metrics, sites, findings) vs ``_memory_viz.segsum`` +
   ``_memory_viz.trace`` on the same loaded object, i.e. what an analyst runs by hand.
@@ -82,6 +84,10 @@ def main() -> None:
         r = args.repeat
         stock = _best(lambda data=data: pickle.loads(data), r)  # noqa: S301
         safe = _best(lambda data=data: safepickle.loads(data), r)
+        try:
+            nowalk = _best(lambda data=data: safepickle.loads(data, walk=False), r)
+        except TypeError:  # an older checkout (--root): no walk=False
+            nowalk = None
         ours_an = _best(lambda obj=obj: analyse_snapshot(validate(obj, 10**9, Deadline(300))), r)
         ours_e2e = _best(lambda data=data: analyse_snapshot(load_snapshot(data)), r)
         print(f"{name}: {len(data):,} B")
@@ -90,6 +96,11 @@ def main() -> None:
             end="",
         )
         print(f"  ours/stock {safe / stock:5.2f}x (target <= 2x)")
+        if nowalk is not None:
+            print(
+                f"  load      loads(walk=False){nowalk * 1e3:8.1f}  pickle.loads {stock * 1e3:8.1f}"
+                f"  ours/stock {nowalk / stock:5.2f}x (load_snapshot's path)"
+            )
         if _memory_viz is None:
             print(
                 f"  analysis  validate+analyse {ours_an * 1e3:8.1f}  (no torch: baseline skipped)"

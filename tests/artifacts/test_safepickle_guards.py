@@ -145,3 +145,17 @@ def _rejection(data: bytes) -> str:
     with pytest.raises(ArtifactRejected) as caught:
         safepickle.loads(data)
     return caught.value.reason
+
+
+def test_a_refused_opcode_is_refused_without_reading_its_argument() -> None:
+    # Found by the opcode-soup fuzzer: reading GLOBAL's text argument warned (invalid
+    # escape) before the opcode was refused.
+    import warnings
+
+    from artifacts import safepickle
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for data in (b"c0\nK\\J\x00I0\n", b"\x80\x04c0\\J\nx\n."):
+            with pytest.raises(ArtifactRejected):
+                safepickle.loads(data)
