@@ -56,6 +56,13 @@ MIN_MEAN_OBSERVATIONS = 5
 # them: one sample is only the last value. "The max went above" takes the one sample.
 _BOUNDED_BY_ONE = {"max": (">", ">="), "min": ("<", "<=")}
 _SAMPLES = {"last": 1, "sum": 1, "spread": 1, "increase": 2, "mean": 2, "max": 2, "min": 2}
+# "Stayed below" and "stayed above" are claims about the whole window, and the samples
+# speak only for the seconds between the first and the last: a KV usage that read 0.64
+# and 0.70 five seconds apart says nothing of where it is a minute later (it was filling
+# the cache). Such a claim, and growth over a window (``increase``), needs data over at
+# least this fraction of the window; before that it "needs ≥ N s more data".
+WINDOW_COVERAGE = 0.25
+_WINDOW_CLAIMS = {"max": ("<", "<="), "min": (">", ">=")}
 
 # Engine signals a log's stats lines also give (probes.observe): read from the log only
 # when no engine target reported the signal, so a log-only investigation has evidence.
@@ -341,7 +348,9 @@ def _reduce_series(measure: Measure, selected: Sequence[Sequence[Point]]) -> flo
             return sum(values)
         case "increase":
             # Growth "over an hour" cannot be judged from a few seconds of it.
-            covered = [p for p in series if p[-1][0] - p[0][0] >= measure.window_s / 4]
+            covered = [
+                p for p in series if p[-1][0] - p[0][0] >= measure.window_s * WINDOW_COVERAGE
+            ]
             if not covered:
                 return None
             return max(points[-1][1] - points[0][1] for points in covered)
@@ -785,6 +794,17 @@ def _held_back(
                 f"for its {reducer}",
                 None,
             )
+        if op in _WINDOW_CLAIMS.get(reducer, ()):
+            needed = check.measure.window_s * WINDOW_COVERAGE
+            if evidence.span_s < needed:
+                more = needed - evidence.span_s
+                return (
+                    "span",
+                    f"{evidence.span_s:.0f} s of data: needs ≥ {math.ceil(more)} s more data "
+                    f"(its {reducer} claims the {check.measure.window_s} s window, "
+                    f"seen over {needed:.0f} s at least)",
+                    more,
+                )
     return None
 
 
