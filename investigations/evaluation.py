@@ -490,6 +490,12 @@ def _engine_value(observations: Observations, signal: str, now: float, window: i
     return reduce(Measure(signal, "engine", "mean", window), observations, now)
 
 
+def _lifetime(observations: Observations, signal: str, now: float) -> float | None:
+    """The latest of an engine's since-start averages (a positive one), or None."""
+    value = reduce(Measure(signal, "engine", "last", 300), observations, now)
+    return value if value is not None and value > 0 else None
+
+
 # Where an engine reports its own KV layout (vLLM's ``cache_config_info``, SGLang's
 # ``max_total_num_tokens`` gauge or its /server_info token capacity), most direct first,
 # and how far back a report still stands for the running engine.
@@ -572,6 +578,12 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     avg_context = usage * capacity / running if usage is not None and running else None
     gen_rate = _engine_value(observations, "generation_tokens_rate", now)
     avg_output = gen_rate / request_rate if gen_rate is not None and request_rate else None
+    # A window in which no request started or finished has no length of its own; the
+    # engine's averages since it started stand in (probes.observe.lifetime_lengths).
+    if avg_prompt is None:
+        avg_prompt = _lifetime(observations, "prompt_tokens_per_request", now)
+    if avg_output is None:
+        avg_output = _lifetime(observations, "output_tokens_per_request", now)
     # What the running requests can hold: prompt plus, on average, half their output, in
     # whole KV blocks where the engine says how big they are.
     kv_of_running = (
