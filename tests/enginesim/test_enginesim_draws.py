@@ -164,6 +164,25 @@ def test_a_pairs_leak_alarm_waits_for_the_leak_not_the_partners_peak():
     assert "high-ttft" not in shown
 
 
+@pytest.mark.parametrize("scenario", ["kv-pressure", "kv-pressure+tp-straggler"])
+def test_kv_pressures_alarm_waits_for_the_cache_to_hold_a_request_back(scenario):
+    """Long prompts sharing the prefill lane on the ramp crossed the TTFT target at a KV
+    usage of 0.4 with no queue (kv-pressure seed 6: 4.9 s against 1.3 s), and the draw was
+    opened as KV pressure a minute before there was any. The target holds for the team's
+    own traffic until the cache first holds a request back (a KV stall or a preemption)."""
+    for seed in (6, 0, 1):
+        d = draws.draw(scenario, seed)
+        sim = d.deployment(SimClock("manual"))
+        engine = sim.engines[0]
+        watch = draws.SymptomWatch(d)
+        while sim.now() < d.deadline_s:
+            sim.advance(draws.WATCH_EVERY_S)
+            if engine.sched.kv_stalls or engine.metrics.num_preemptions:
+                break
+            assert "high-ttft" not in watch.tick(sim), (seed, sim.now())
+        assert engine.sched.kv_stalls or engine.metrics.num_preemptions, seed  # it did fill
+
+
 def test_kv_pressure_fills_the_cache_before_the_prefill_lane_saturates():
     """The seats turn over at most 0.6 of what chunked prefill can serve (else the queue
     grows at a half-empty cache), and the ramp's peak is just over what the seats serve."""
