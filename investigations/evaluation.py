@@ -490,6 +490,13 @@ def _engine_value(observations: Observations, signal: str, now: float, window: i
     return reduce(Measure(signal, "engine", "mean", window), observations, now)
 
 
+def _anecdote(observations: Observations, counted: str, now: float) -> bool:
+    """The latest window counted fewer requests than a mean needs (a source that counts
+    none, an older probe or a Prometheus answer, leaves its own average standing)."""
+    count = reduce(Measure(counted, "engine", "last", 300), observations, now)
+    return count is not None and count < MIN_MEAN_OBSERVATIONS
+
+
 def _lifetime(observations: Observations, signal: str, now: float) -> float | None:
     """The latest of an engine's since-start averages (a positive one), or None."""
     value = reduce(Measure(signal, "engine", "last", 300), observations, now)
@@ -578,12 +585,15 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     avg_context = usage * capacity / running if usage is not None and running else None
     gen_rate = _engine_value(observations, "generation_tokens_rate", now)
     avg_output = gen_rate / request_rate if gen_rate is not None and request_rate else None
-    # A window in which no request started or finished has no length of its own; the
-    # engine's averages since it started stand in (probes.observe.lifetime_lengths).
-    if avg_prompt is None:
-        avg_prompt = _lifetime(observations, "prompt_tokens_per_request", now)
-    if avg_output is None:
-        avg_output = _lifetime(observations, "output_tokens_per_request", now)
+    # A window in which fewer than MIN_MEAN_OBSERVATIONS requests started (finished) has
+    # no length of its own: tokens over a request or two are an anecdote, and the tokens
+    # of requests still running are divided among them (seconds after a storm, 333 tokens
+    # a second over 0.075 finishes read as outputs of 4,400). The engine's averages since
+    # it started stand in where it reports them (probes.observe.lifetime_lengths).
+    if avg_prompt is None or _anecdote(observations, "ttft_window_count", now):
+        avg_prompt = _lifetime(observations, "prompt_tokens_per_request", now) or avg_prompt
+    if avg_output is None or _anecdote(observations, "e2e_window_count", now):
+        avg_output = _lifetime(observations, "output_tokens_per_request", now) or avg_output
     # What the running requests can hold: prompt plus, on average, half their output, in
     # whole KV blocks where the engine says how big they are.
     kv_of_running = (

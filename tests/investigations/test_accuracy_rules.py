@@ -8,7 +8,7 @@ import json
 import pytest
 
 from deployments.budget import Budget
-from investigations.evaluation import evaluate, expected_values
+from investigations.evaluation import MIN_MEAN_OBSERVATIONS, evaluate, expected_values
 from investigations.playbook import playbooks
 from tests.investigations.test_evaluation import NOW, flat, walkthrough_1
 
@@ -310,3 +310,29 @@ def test_a_windows_own_lengths_come_before_the_engines_since_start():
     expected = high_ttft(observations).expected
     assert expected["expected.avg_prompt_tokens"] == pytest.approx(2000)
     assert expected == high_ttft(walkthrough_1()).expected
+
+
+def test_a_window_of_a_request_or_two_gives_no_length_of_its_own():
+    """Seconds after a storm: 333 generated tokens a second over 0.075 finishes a second
+    read as outputs of 4,400 tokens, and 'what the running requests hold' moved by a third
+    from one cycle to the next (a decoy leak confirmed, KV pressure vetoed). Fewer than
+    MIN_MEAN_OBSERVATIONS requests in the window are an anecdote: the engine's lengths
+    since it started stand in."""
+    lifetime = {
+        ("engine", "prompt_tokens_per_request"): [("", flat(1800))],
+        ("engine", "output_tokens_per_request"): [("", flat(900))],
+    }
+    few = {
+        ("engine", "ttft_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS - 1))],
+        ("engine", "e2e_window_count"): [("", flat(1))],
+    }
+    expected = high_ttft({**walkthrough_1(), **lifetime, **few}).expected
+    assert expected["expected.avg_prompt_tokens"] == pytest.approx(1800)
+    held = 40 * (1800 + 450) / expected["expected.kv_capacity_tokens"]
+    assert expected["expected.kv_usage_of_running"] == pytest.approx(held)
+    enough = {
+        ("engine", "ttft_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS))],
+        ("engine", "e2e_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS))],
+    }
+    counted = high_ttft({**walkthrough_1(), **lifetime, **enough}).expected
+    assert counted["expected.avg_prompt_tokens"] == pytest.approx(2000)  # the window's own
