@@ -111,6 +111,9 @@ class Scheduler:
         self.total_blocks = total_blocks
         self.free_blocks = total_blocks
         self.leaked_blocks = 0
+        # Steps in which a waiting request found a free seat but not the blocks for its
+        # chunk: the KV cache, not the seats, held it back (ground truth for benches).
+        self.kv_stalls = 0
         self.waiting: deque[Req] = deque()
         self.prio_waiting: deque[Req] = deque()
         self.running: dict[int, Req] = {}
@@ -269,6 +272,7 @@ class Scheduler:
                     chunk = min(remaining, budget)
                     extra = self._blocks_for(r, r.num_computed + chunk) - r.blocks
                     if extra > self.free_blocks:
+                        self.kv_stalls += 1
                         break
                     queue.popleft()
                     self.free_blocks -= extra

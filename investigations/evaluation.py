@@ -56,6 +56,13 @@ MIN_MEAN_OBSERVATIONS = 5
 # them: one sample is only the last value. "The max went above" takes the one sample.
 _BOUNDED_BY_ONE = {"max": (">", ">="), "min": ("<", "<=")}
 _SAMPLES = {"last": 1, "sum": 1, "spread": 1, "increase": 2, "mean": 2, "max": 2, "min": 2}
+# "Stayed below" and "stayed above" are claims about the whole window, and the samples
+# speak only for the seconds between the first and the last: a KV usage that read 0.64
+# and 0.70 five seconds apart says nothing of where it is a minute later (it was filling
+# the cache). Such a claim, and growth over a window (``increase``), needs data over at
+# least this fraction of the window; before that it "needs ≥ N s more data".
+WINDOW_COVERAGE = 0.25
+_WINDOW_CLAIMS = {"max": ("<", "<="), "min": (">", ">=")}
 
 # Engine signals a log's stats lines also give (probes.observe): read from the log only
 # when no engine target reported the signal, so a log-only investigation has evidence.
@@ -341,7 +348,9 @@ def _reduce_series(measure: Measure, selected: Sequence[Sequence[Point]]) -> flo
             return sum(values)
         case "increase":
             # Growth "over an hour" cannot be judged from a few seconds of it.
-            covered = [p for p in series if p[-1][0] - p[0][0] >= measure.window_s / 4]
+            covered = [
+                p for p in series if p[-1][0] - p[0][0] >= measure.window_s * WINDOW_COVERAGE
+            ]
             if not covered:
                 return None
             return max(points[-1][1] - points[0][1] for points in covered)
@@ -481,6 +490,19 @@ def _engine_value(observations: Observations, signal: str, now: float, window: i
     return reduce(Measure(signal, "engine", "mean", window), observations, now)
 
 
+def _anecdote(observations: Observations, counted: str, now: float) -> bool:
+    """The latest window counted fewer requests than a mean needs (a source that counts
+    none, an older probe or a Prometheus answer, leaves its own average standing)."""
+    count = reduce(Measure(counted, "engine", "last", 300), observations, now)
+    return count is not None and count < MIN_MEAN_OBSERVATIONS
+
+
+def _lifetime(observations: Observations, signal: str, now: float) -> float | None:
+    """The latest of an engine's since-start averages (a positive one), or None."""
+    value = reduce(Measure(signal, "engine", "last", 300), observations, now)
+    return value if value is not None and value > 0 else None
+
+
 # Where an engine reports its own KV layout (vLLM's ``cache_config_info``, SGLang's
 # ``max_total_num_tokens`` gauge or its /server_info token capacity), most direct first,
 # and how far back a report still stands for the running engine.
@@ -563,6 +585,15 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     avg_context = usage * capacity / running if usage is not None and running else None
     gen_rate = _engine_value(observations, "generation_tokens_rate", now)
     avg_output = gen_rate / request_rate if gen_rate is not None and request_rate else None
+    # A window in which fewer than MIN_MEAN_OBSERVATIONS requests started (finished) has
+    # no length of its own: tokens over a request or two are an anecdote, and the tokens
+    # of requests still running are divided among them (seconds after a storm, 333 tokens
+    # a second over 0.075 finishes read as outputs of 4,400). The engine's averages since
+    # it started stand in where it reports them (probes.observe.lifetime_lengths).
+    if avg_prompt is None or _anecdote(observations, "ttft_window_count", now):
+        avg_prompt = _lifetime(observations, "prompt_tokens_per_request", now) or avg_prompt
+    if avg_output is None or _anecdote(observations, "e2e_window_count", now):
+        avg_output = _lifetime(observations, "output_tokens_per_request", now) or avg_output
     # What the running requests can hold: prompt plus, on average, half their output, in
     # whole KV blocks where the engine says how big they are.
     kv_of_running = (
@@ -785,6 +816,17 @@ def _held_back(
                 f"for its {reducer}",
                 None,
             )
+        if op in _WINDOW_CLAIMS.get(reducer, ()):
+            needed = check.measure.window_s * WINDOW_COVERAGE
+            if evidence.span_s < needed:
+                more = needed - evidence.span_s
+                return (
+                    "span",
+                    f"{evidence.span_s:.0f} s of data: needs ≥ {math.ceil(more)} s more data "
+                    f"(its {reducer} claims the {check.measure.window_s} s window, "
+                    f"seen over {needed:.0f} s at least)",
+                    more,
+                )
     return None
 
 

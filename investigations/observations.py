@@ -42,6 +42,10 @@ EXPECTED_INPUTS = {
     "kv_cache_usage": 300,
     "requests_running": 300,
     "generation_tokens_rate": 300,
+    # the lengths when no request started or finished in the window (evaluation.py)
+    "ttft_count_rate": 300,
+    "prompt_tokens_per_request": 300,
+    "output_tokens_per_request": 300,
     # expected.full_sm_clock_mhz when the budget gives no SM clock (evaluation.py)
     "gpu_sm_clock_max_mhz": 300,
     "nvml_sm_clock_max_mhz": 300,

@@ -199,7 +199,7 @@ ENGINE = Source(
     "engine",
     # probes/parsing/engine.py's canonical keys as probes/observe.py names them.
     re.compile(
-        rf"^({_GAUGES}|scrape_span_s|({_COUNTERS})_rate"
+        rf"^({_GAUGES}|scrape_span_s|(prompt|output)_tokens_per_request|({_COUNTERS})_rate"
         rf"|({_HISTOGRAMS})_((p50|p95|p99)(_lo|_hi)?|mean|count_rate|window_count))$"
     ),
     values=Values.DERIVED,

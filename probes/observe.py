@@ -132,6 +132,33 @@ def engine_observations(
         counted = windowed.observed_increase(count_points, window_s, now_ts)
         if _finite(counted):
             out.append((f"{key}_window_count", "", counted))
+    out.extend(lifetime_lengths(snapshot))
+    return out
+
+
+# (signal, counter, histogram whose count is the requests it is divided by): vLLM V1
+# counts a request's prompt tokens when its first token comes out (as TTFT is observed),
+# its generated tokens as they come; a request is counted in e2e when it finishes.
+LIFETIME_LENGTHS = (
+    ("prompt_tokens_per_request", "prompt_tokens_total", "ttft"),
+    ("output_tokens_per_request", "generation_tokens_total", "e2e"),
+)
+
+
+def lifetime_lengths(snapshot: dict) -> list[Observation]:
+    """Average prompt and output length of every request since the engine started, from
+    the cumulative counters alone (one scrape is enough). The windowed rates divide by
+    requests that started or finished in the window, and an engine whose cache is held
+    by a leak or a storm can go seconds without either: without a length nobody can say
+    what the running requests hold. Generated tokens include those of requests still
+    running, so the output length errs high (the KV of the running requests with it),
+    the side on which neither a leak nor a veto is read into the difference."""
+    out: list[Observation] = []
+    for signal, counter, histogram in LIFETIME_LENGTHS:
+        tokens = snapshot["counters"].get(counter)
+        requests = (snapshot["histograms"].get(histogram) or {}).get("count")
+        if _finite(tokens) and _finite(requests) and requests > 0:
+            out.append((signal, "", tokens / requests))
     return out
 
 

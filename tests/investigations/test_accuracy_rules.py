@@ -8,7 +8,7 @@ import json
 import pytest
 
 from deployments.budget import Budget
-from investigations.evaluation import evaluate, expected_values
+from investigations.evaluation import MIN_MEAN_OBSERVATIONS, evaluate, expected_values
 from investigations.playbook import playbooks
 from tests.investigations.test_evaluation import NOW, flat, walkthrough_1
 
@@ -263,3 +263,76 @@ def test_diagnose_shows_each_confirmed_causes_share():
     text = "\n".join(ranking_lines(result))
     assert "explains 3 of the alarm" in text
     assert "% of what the confirmed causes explain" in text
+
+
+# --- a window with no request started or finished still knows the lengths ------------
+
+
+def _leaked(lifetime: bool) -> dict:
+    """A leak that holds the cache: KV 0.999 with three requests running, preemptions, and
+    in the last seconds no request reached its first token or finished (the windowed
+    rates are 0, so they give no prompt or output length). The drawn kv-block-leak at
+    1,815 s: 0.99 of the cache leaked."""
+    obs = walkthrough_1(
+        {
+            ("engine", "requests_running"): [("", flat(3))],
+            ("engine", "kv_cache_usage"): [("", flat(0.999))],
+            ("engine", "prompt_tokens_rate"): [("", flat(0.0))],
+            ("engine", "e2e_count_rate"): [("", flat(0.0))],
+            ("engine", "generation_tokens_rate"): [("", flat(7.0))],
+        }
+    )
+    if lifetime:
+        obs[("engine", "prompt_tokens_per_request")] = [("", flat(800))]
+        obs[("engine", "output_tokens_per_request")] = [("", flat(250))]
+    return obs
+
+
+def test_the_engines_lengths_since_start_stand_in_for_a_window_without_requests():
+    without = high_ttft(_leaked(lifetime=False))
+    assert without.expected["expected.kv_usage_of_running"] is None
+    assert without.find("kv-block-leak").suggestion == "inconclusive"
+    result = high_ttft(_leaked(lifetime=True))
+    # Three requests of 800 + 250 / 2 tokens: 2,775 of 114,688 tokens.
+    held = 3 * (800 + 125) / result.expected["expected.kv_capacity_tokens"]
+    assert result.expected["expected.kv_usage_of_running"] == pytest.approx(held)
+    assert result.find("kv-block-leak").suggestion == "confirm"
+    assert result.find("kv-cache-pressure").suggestion == "eliminate"  # its veto
+    assert result.ranking[0] == "kv-block-leak"
+
+
+def test_a_windows_own_lengths_come_before_the_engines_since_start():
+    observations = {
+        **walkthrough_1(),
+        ("engine", "prompt_tokens_per_request"): [("", flat(100))],
+        ("engine", "output_tokens_per_request"): [("", flat(10))],
+    }
+    expected = high_ttft(observations).expected
+    assert expected["expected.avg_prompt_tokens"] == pytest.approx(2000)
+    assert expected == high_ttft(walkthrough_1()).expected
+
+
+def test_a_window_of_a_request_or_two_gives_no_length_of_its_own():
+    """Seconds after a storm: 333 generated tokens a second over 0.075 finishes a second
+    read as outputs of 4,400 tokens, and 'what the running requests hold' moved by a third
+    from one cycle to the next (a decoy leak confirmed, KV pressure vetoed). Fewer than
+    MIN_MEAN_OBSERVATIONS requests in the window are an anecdote: the engine's lengths
+    since it started stand in."""
+    lifetime = {
+        ("engine", "prompt_tokens_per_request"): [("", flat(1800))],
+        ("engine", "output_tokens_per_request"): [("", flat(900))],
+    }
+    few = {
+        ("engine", "ttft_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS - 1))],
+        ("engine", "e2e_window_count"): [("", flat(1))],
+    }
+    expected = high_ttft({**walkthrough_1(), **lifetime, **few}).expected
+    assert expected["expected.avg_prompt_tokens"] == pytest.approx(1800)
+    held = 40 * (1800 + 450) / expected["expected.kv_capacity_tokens"]
+    assert expected["expected.kv_usage_of_running"] == pytest.approx(held)
+    enough = {
+        ("engine", "ttft_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS))],
+        ("engine", "e2e_window_count"): [("", flat(MIN_MEAN_OBSERVATIONS))],
+    }
+    counted = high_ttft({**walkthrough_1(), **lifetime, **enough}).expected
+    assert counted["expected.avg_prompt_tokens"] == pytest.approx(2000)  # the window's own

@@ -31,7 +31,9 @@ UNUSABLE = {
     "v0_opt125m_ttft_hist_degradation.prom": "none that Atlas reads",
     "v1_0.10.x_two_api_servers_engine1_decode_time.prom": "none that Atlas reads",
 }
-# Idle engines whose KV usage is in the excerpt: KV pressure is ruled out by it.
+# Idle engines whose KV usage is in the excerpt: read and well under pressure, but two polls
+# 0.1 s apart cannot say the max over the check's window stayed there (a cache fills in a
+# minute): the check waits for the window to be seen, it does not rule KV pressure out.
 KV_IDLE = {
     "ps617_v1_0.10.0_glm45_kv_prefix.prom",
     "qwen3vl55_v0_0.6_qwenvl_gauges.prom",
@@ -76,7 +78,12 @@ def test_real_engine_excerpts_reach_their_situation_or_stay_inconclusive(path):
     else:
         assert errors == []
     if path.name in KV_IDLE:
-        assert _nodes(report)["kv-cache-pressure"]["suggestion"] == "eliminate"
+        pressure = _nodes(report)["kv-cache-pressure"]
+        kv = next(c for c in pressure["evidence"] if c["check"] == "kv-usage")
+        assert kv["measured"] < kv["eliminate_threshold"]
+        assert kv["outcome"] == "inconclusive"
+        assert kv["needs_more_data"].startswith("needs ≥") and kv["needs_s"] > 0
+        assert pressure["suggestion"] == "inconclusive"
 
 
 @pytest.mark.parametrize("path", DCGM, ids=lambda p: p.name)

@@ -13,6 +13,7 @@ from deployments.budget import Budget
 from investigations.evaluation import (
     DEFAULT_MIN_RATE,
     EXPECTED_EVENTS,
+    WINDOW_COVERAGE,
     evaluate,
     required_span_s,
 )
@@ -165,10 +166,45 @@ def test_a_gauge_needs_the_samples_its_reduction_implies():
     # "The max stayed under 0.8" from one sample is only the last value.
     assert (kv.outcome, kv.held, kv.samples) == ("inconclusive", "samples", 1)
     two = high_ttft(engine_view(5, healthy_kv))
-    assert two.find("kv-cache-pressure").checks[0].outcome == "eliminate"
+    kv = two.find("kv-cache-pressure").checks[0]
+    assert (kv.outcome, kv.held, kv.samples) == ("inconclusive", "span", 2)
     # "The max went over 0.9" is shown by one sample.
     full = high_ttft(engine_view(0, {"kv_cache_usage": 0.95}))
     assert full.find("kv-cache-pressure").checks[0].outcome == "confirm"
+
+
+def test_a_max_that_stayed_below_needs_a_quarter_of_its_window_seen():
+    """The drawn KV-pressure incident opened by its straggler: KV read 0.64, then 0.70 five
+    seconds later, filling; "the max over 300 s stayed under 0.8" eliminated the cause
+    that a minute later held the cache full. Two samples speak for the seconds between
+    them: the claim waits until a quarter of the window was seen (``WINDOW_COVERAGE``)."""
+    window = 300
+    needed = window * WINDOW_COVERAGE
+    filling = engine_view(5, {})
+    filling[("engine", "kv_cache_usage")] = [("", [(NOW - 5, 0.64), (NOW, 0.70)])]
+    kv = high_ttft(filling).find("kv-cache-pressure").checks[0]
+    assert (kv.outcome, kv.held, kv.span_s) == ("inconclusive", "span", 5)
+    assert kv.needs_s == needed - 5
+    assert kv.needs_more == f"needs ≥ {needed - 5:.0f} s more data"
+    assert high_ttft(filling).find("kv-cache-pressure").suggestion != "eliminate"
+    seen = high_ttft(engine_view(needed, {"kv_cache_usage": 0.5}))
+    kv = seen.find("kv-cache-pressure").checks[0]
+    assert (kv.outcome, kv.span_s) == ("eliminate", needed)
+
+
+def test_a_min_that_stayed_above_needs_a_quarter_of_its_window_seen():
+    """The same for "the slowest clock stayed at full" (gpu-throttling's clock deficit)."""
+
+    def clock_deficit(seconds: float):
+        obs = engine_view(seconds, {"itl_p99": 0.26})
+        obs[("dcgm", "gpu_sm_clock_mhz")] = [("gpu=0", polled(1410, scrapes(seconds)))]
+        obs[("dcgm", "gpu_gpu_util_pct")] = [("gpu=0", polled(96, scrapes(seconds)))]
+        result = evaluate(playbooks()["itl-spikes"], ATLAS, obs, NOW)
+        return next(c for c in result.find("gpu-throttling").checks if c.id == "clock-deficit")
+
+    early = clock_deficit(10)
+    assert (early.outcome, early.held) == ("inconclusive", "span")
+    assert clock_deficit(300 * WINDOW_COVERAGE).outcome == "eliminate"
 
 
 # --- quantiles carry their bucket -----------------------------------------------------
@@ -348,7 +384,9 @@ def test_a_parent_follows_a_child_that_suggests_confirm():
 
 def test_a_parent_whose_own_checks_say_nothing_takes_its_childrens_word():
     def result(kv: float):
-        return evaluate(parse_playbook(TREE), ATLAS, engine_view(10, {"kv_cache_usage": kv}), NOW)
+        # Two minutes of scrapes: enough for "the max stayed below" to speak for the window.
+        view = engine_view(120, {"kv_cache_usage": kv})
+        return evaluate(parse_playbook(TREE), ATLAS, view, NOW)
 
     ruled_out = result(0.5).find("engine-queue")
     assert ruled_out.checks[0].outcome == "inconclusive"  # no queue data

@@ -108,3 +108,36 @@ def test_windowed_values_carry_what_they_rest_on():
             assert values[f"ttft_{q}"] <= values[f"ttft_{q}_hi"]
     assert values["ttft_window_count"] > 0
     json.dumps(later.observations, allow_nan=False)  # no Infinity for an open bucket
+
+
+def _vllm_body(prompt_tokens: float, generated: float, first_tokens: int, finished: int) -> bytes:
+    return (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="m"} 3\n'
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        f'vllm:prompt_tokens_total{{model_name="m"}} {prompt_tokens}\n'
+        "# TYPE vllm:generation_tokens_total counter\n"
+        f'vllm:generation_tokens_total{{model_name="m"}} {generated}\n'
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        f'vllm:time_to_first_token_seconds_bucket{{model_name="m",le="+Inf"}} {first_tokens}\n'
+        f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {first_tokens}\n'
+        f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {first_tokens * 0.2}\n'
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+        f'vllm:e2e_request_latency_seconds_bucket{{model_name="m",le="+Inf"}} {finished}\n'
+        f'vllm:e2e_request_latency_seconds_count{{model_name="m"}} {finished}\n'
+        f'vllm:e2e_request_latency_seconds_sum{{model_name="m"}} {finished * 9.0}\n'
+    ).encode()
+
+
+def test_one_scrape_gives_the_engines_request_lengths_since_it_started():
+    """A window with no request started or finished has no length of its own (its rates
+    divide 0 by 0); the cumulative counters over the requests behind them do, from the
+    first scrape on."""
+    seen = observe.observe_engine(_vllm_body(8000, 2000, 10, 8), [], 1000.0, 60.0)
+    values = {s: v for s, labels, v in seen.observations if not labels}
+    assert values["prompt_tokens_per_request"] == pytest.approx(800)
+    assert values["output_tokens_per_request"] == pytest.approx(250)
+    fresh = observe.observe_engine(_vllm_body(0, 0, 0, 0), [], 1000.0, 60.0)
+    assert not {"prompt_tokens_per_request", "output_tokens_per_request"} & {
+        s for s, _, _ in fresh.observations
+    }
