@@ -8,10 +8,12 @@ in order, so a test decides when "the worker" gets to each message.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection, connections, transaction
 from django.urls import reverse
 
 from artifacts import analysis as analysis_module
@@ -22,7 +24,9 @@ from artifacts.tasks import analyse_artifact
 from investigations import actions
 from investigations.tokens import create_token
 from probes.models import Observation
+from tests.conftest import require_service
 from tests.support import builders
+from tests.support.services import wait_until
 
 
 def _trace(events: int = 4, name: str = "k") -> bytes:
@@ -297,3 +301,63 @@ def test_the_page_and_the_api_name_the_first_copy(
         reverse("artifacts:api_artifact", args=[again.pk]), HTTP_AUTHORIZATION=f"Bearer {token}"
     ).json()
     assert (body["status"], body["duplicate_of"]) == ("done", str(first.pk))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicates_task_racing_the_first_copys_commit_waits_and_is_settled_once(
+    team, commander, analyses
+):
+    """Deterministic interleaving on PostgreSQL: the first copy's analysis has stored its
+    result and settled the duplicate, but not committed, when the duplicate's own task
+    runs. That task must wait on the first copy's row lock (seen in pg_stat_activity), not
+    read "analysing" and leave, and then find nothing left to do: one analysis, one
+    hand-over, one timeline note."""
+    if connection.vendor != "postgresql":
+        require_service("PostgreSQL", "row-lock waits are observed through pg_stat_activity")
+    incident = _open(team, commander)
+    first = _store(incident, _trace(), name="one.json")
+    duplicate = _store(incident, _trace(), name="two.json")
+    finished, release = threading.Event(), threading.Event()
+    outcome: dict[str, str] = {}
+
+    def finish_first_and_hold() -> None:
+        try:
+            with transaction.atomic():  # the analysis' own transactions are savepoints here
+                outcome["first"] = _run(first.pk)
+                finished.set()
+                release.wait(timeout=60)
+        finally:
+            connections.close_all()
+
+    def duplicates_task() -> None:
+        try:
+            outcome["duplicate"] = _run(duplicate.pk)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=finish_first_and_hold)
+    holder.start()
+    try:
+        assert finished.wait(timeout=60)
+        racer = threading.Thread(target=duplicates_task)
+        racer.start()
+        assert wait_until(lambda: _waiting_on_a_lock() == 1, 30), "the task did not wait"
+        assert "duplicate" not in outcome
+    finally:
+        release.set()
+        holder.join(timeout=60)
+    racer.join(timeout=60)
+    assert outcome == {"first": Status.DONE, "duplicate": "skipped"}
+    assert Artifact.objects.get(pk=duplicate.pk).status == Status.DONE
+    assert len(analyses) == 1
+    assert incident.timeline.filter(summary__startswith="two.json: the same file").count() == 1
+
+
+def _waiting_on_a_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
