@@ -12,9 +12,9 @@ from teams.models import Role
 def get_artifact(user, artifact_id, minimum: Role = Role.VIEWER) -> Artifact:
     """404 for outsiders (and unknown ids), 403 if the role is too low."""
     try:
-        artifact = Artifact.objects.select_related("deployment", "investigation").get(
-            pk=artifact_id
-        )
+        artifact = Artifact.objects.select_related(
+            "deployment", "investigation", "duplicate_of"
+        ).get(pk=artifact_id)
     except (Artifact.DoesNotExist, ValueError):
         raise Http404 from None
     authorize(user, artifact.team_id, minimum)

@@ -3,7 +3,8 @@
 Used by the browser upload, the API and the probe collector alike, always through
 ``artifacts.tasks.store_and_analyse``, which queues the analysis (tasks import actions,
 never the reverse). The bound is enforced while copying, so a client that lies about its
-size costs at most the limit.
+size costs at most the limit. Bytes the team already holds (same sha256) are not written
+again: the row names the first copy and shares its file (``artifacts.dedup``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
-from artifacts import kinds, timeline
+from artifacts import dedup, kinds, timeline
 from artifacts.models import Artifact, Source
 from deployments.models import Deployment
 from investigations.models import Investigation
@@ -46,14 +46,15 @@ class QuotaExceeded(UploadRejected):
 
 def check_quota(team_id: int, size: int) -> None:
     """Refuse ``size`` more bytes for the team past its quota (0: none). Counted from the
-    rows, so a deleted artifact frees its share."""
+    rows, each distinct content once, so a deleted artifact frees its share; ``store``
+    asks only for bytes the team does not hold yet (a duplicate costs nothing more)."""
     quota = settings.ATLAS_ARTIFACT_TEAM_QUOTA_BYTES
     if not quota:
         return
-    used = Artifact.objects.filter(team_id=team_id).aggregate(total=Sum("size_bytes"))["total"]
-    if (used or 0) + size > quota:
+    used = dedup.used_bytes(team_id)
+    if used + size > quota:
         raise QuotaExceeded(
-            f"the team's artifact storage quota is full ({(used or 0) >> 20:,} of "
+            f"the team's artifact storage quota is full ({used >> 20:,} of "
             f"{quota >> 20:,} MiB used; this file needs {max(1, size >> 20):,} MiB): "
             "delete old artifacts or ask an administrator to raise ATLAS_ARTIFACT_TEAM_QUOTA_BYTES"
         )
@@ -103,8 +104,11 @@ def store(
         if size == 0:
             raise UploadRejected("the file is empty")
         spool.seek(0)
-        check_quota(deployment.team_id, size)
+        sha256 = digest.hexdigest()
         with transaction.atomic():
+            first = dedup.first_copy(deployment.team_id, sha256)
+            if first is None:
+                check_quota(deployment.team_id, size)
             artifact = Artifact(
                 team_id=deployment.team_id,
                 deployment=deployment,
@@ -112,19 +116,24 @@ def store(
                 kind=kind,
                 name=clean_name(name),
                 size_bytes=size,
-                sha256=digest.hexdigest(),
+                sha256=sha256,
                 source=source,
                 source_url=source_url[:2000],
                 uploaded_by=user,
                 captured_at=captured_at or timezone.now(),
+                duplicate_of=first,
             )
-            artifact.file.save("artifact", File(spool), save=False)
+            if first is None:
+                artifact.file.save("artifact", File(spool), save=False)
+            else:  # the team's bytes already: one file, one analysis
+                artifact.file.name = first.file.name
             artifact.save()
             if investigation is not None:
                 verb = "collected" if source == Source.PROBE else "uploaded"
+                then = "analysis queued" if first is None else f"the same file as {first.name}"
                 timeline.note(
                     investigation,
-                    f"{artifact.name} {verb} ({size:,} bytes); analysis queued",
+                    f"{artifact.name} {verb} ({size:,} bytes); {then}",
                     actor=user,
                     artifact=artifact,
                 )

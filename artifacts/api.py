@@ -37,6 +37,8 @@ def artifact_json(request: HttpRequest, artifact: Artifact) -> dict:
         "findings": analysis.get("findings", []),
         "signals": artifact.signals,
         "investigation": str(artifact.investigation_id) if artifact.investigation_id else None,
+        # The team's first artifact with the same bytes, whose file and analysis this shares.
+        "duplicate_of": str(artifact.duplicate_of_id) if artifact.duplicate_of_id else None,
     }
 
 

@@ -7,9 +7,9 @@ class ArtifactsConfig(AppConfig):
     verbose_name = "Profiler artifacts"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete
+        from django.db.models.signals import post_delete, pre_delete
 
-        from artifacts import evidence
+        from artifacts import evidence, tasks
         from artifacts.models import Artifact
 
         post_delete.connect(
@@ -17,4 +17,10 @@ class ArtifactsConfig(AppConfig):
             sender=Artifact,
             weak=False,
             dispatch_uid="artifacts.evidence.forget",
+        )
+        pre_delete.connect(
+            lambda sender, instance, **kwargs: tasks.release_duplicates(instance),
+            sender=Artifact,
+            weak=False,
+            dispatch_uid="artifacts.tasks.release_duplicates",
         )

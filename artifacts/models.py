@@ -3,6 +3,12 @@
 The file is kept as received; its analysis is computed once by a worker and stored, so pages
 and evaluation never re-parse a 200 MB trace. ``signals`` is the flat part of the analysis that
 playbook checks read (source ``artifact``).
+
+Identical bytes are kept once per team (issue 19, finding 3): a later upload of the same
+content (same ``sha256``, same team) is its own row, for the record of who sent what where,
+but ``duplicate_of`` names the first row, it shares that row's file and takes its analysis
+instead of running another. Never across teams: a team cannot learn that another team has
+a file.
 """
 
 from __future__ import annotations
@@ -68,10 +74,23 @@ class Artifact(models.Model):
     signals = models.JSONField(default=dict, blank=True)
     analysed_at = models.DateTimeField(null=True, blank=True)
     analysis_seconds = models.FloatField(null=True, blank=True)
+    duplicate_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        # Deleting the first row leaves its duplicates whole: each holds the file's name and
+        # its own copy of the analysis; the oldest of them is then the team's first copy.
+        on_delete=models.SET_NULL,
+        related_name="duplicates",
+        help_text="The team's first artifact with the same bytes: its file and analysis.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["deployment", "status", "captured_at"])]
+        indexes = [
+            models.Index(fields=["deployment", "status", "captured_at"]),
+            models.Index(fields=["team", "sha256"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display() or 'artifact'} {self.name}"

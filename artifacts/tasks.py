@@ -2,7 +2,8 @@
 
 Thin: claims and writes here, parsing and arithmetic in ``artifacts.analysis``. A
 redelivered analysis retakes an ``analysing`` row (the worker that had it died); a
-finished one is never redone.
+finished one is never redone. A duplicate (the team's bytes already) takes its first
+copy's result instead of running again (``artifacts.dedup``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from artifacts import actions, collect, evidence, timeline
+from artifacts import actions, collect, dedup, evidence, timeline
 from artifacts.analysis import analyse_file
 from artifacts.correlation import latency_source
 from artifacts.errors import ArtifactRejected
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
     max_retries=5,
 )
 def analyse_artifact(self, artifact_id: str) -> str:
+    shared = _from_first_copy(artifact_id)
+    if shared is not None:
+        return shared
     claimed = Artifact.objects.filter(
         Q(status=Status.QUEUED) | Q(status=Status.ANALYSING), pk=artifact_id
     ).update(status=Status.ANALYSING)
@@ -77,17 +81,63 @@ def analyse_artifact(self, artifact_id: str) -> str:
         evidence.record_signals(
             artifact.pk, artifact.deployment_id, artifact.captured_at, analysis["signals"]
         )
+        _share(artifact.pk)
     _note(artifact, _summary(analysis))
     return Status.DONE
 
 
+def _from_first_copy(artifact_id: str) -> str | None:
+    """For a queued duplicate: the status it took from its first copy, ``"waiting"`` while
+    that copy is still being analysed (its end shares with this row), or ``None`` when
+    this row is analysed itself (not a duplicate, or the result would not be the same)."""
+    with transaction.atomic():
+        duplicate = Artifact.objects.filter(
+            pk=artifact_id, status=Status.QUEUED, duplicate_of__isnull=False
+        ).first()
+        if duplicate is None:
+            return None
+        # FOR UPDATE: wait for an analysis of the first copy that is just committing.
+        first = Artifact.objects.select_for_update().filter(pk=duplicate.duplicate_of_id).first()
+        if first is None:  # deleted meanwhile: this row is its own first copy now
+            return None
+        if first.status in dedup.PENDING:
+            return "waiting"
+        if not dedup.reusable(first, duplicate):
+            return None
+        return dedup.take_analysis(first, duplicate) or "skipped"
+
+
+def _share(first_id) -> None:
+    """Settle the first copy's queued duplicates, in the transaction that finished it (its
+    row is locked by that update): each takes the result, or, where it would differ (a
+    gc log of another deployment, another declared kind), is queued to be analysed."""
+    first = Artifact.objects.get(pk=first_id)
+    for duplicate in Artifact.objects.filter(duplicate_of_id=first_id, status=Status.QUEUED):
+        if dedup.reusable(first, duplicate):
+            dedup.take_analysis(first, duplicate)
+        else:
+            pk = str(duplicate.pk)
+            transaction.on_commit(lambda pk=pk: analyse_artifact.delay(pk))
+
+
+def release_duplicates(first: Artifact) -> None:
+    """Before a first copy is deleted (``pre_delete``): its duplicates that still wait for
+    its result become first copies themselves (the link is set null) and are queued, once
+    the delete commits, to be analysed on the file they share."""
+    waiting = Artifact.objects.filter(duplicate_of=first, status=Status.QUEUED)
+    for pk in waiting.values_list("pk", flat=True):
+        transaction.on_commit(lambda pk=str(pk): analyse_artifact.delay(pk))
+
+
 def _reject(artifact: Artifact, reason: str, started: float) -> str:
-    Artifact.objects.filter(pk=artifact.pk).update(
-        status=Status.REJECTED,
-        reason=reason[:2000],
-        analysed_at=timezone.now(),
-        analysis_seconds=time.monotonic() - started,
-    )
+    with transaction.atomic():
+        Artifact.objects.filter(pk=artifact.pk).update(
+            status=Status.REJECTED,
+            reason=reason[:2000],
+            analysed_at=timezone.now(),
+            analysis_seconds=time.monotonic() - started,
+        )
+        _share(artifact.pk)
     log.info("artifact.rejected", extra={"artifact": str(artifact.pk), "reason": reason})
     _note(artifact, f"Artifact {artifact.name} rejected: {reason}")
     return Status.REJECTED

@@ -6,6 +6,7 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "atlas_console.settings")
 
-app = Celery("atlas_console")
+# amqp: kombu connections that survive the cleanup after a lost broker (atlas_console.broker).
+app = Celery("atlas_console", amqp="atlas_console.broker:AMQP")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

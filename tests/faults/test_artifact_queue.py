@@ -83,7 +83,8 @@ def test_polls_and_heartbeats_go_on_while_analyses_hold_the_artifact_worker(
             artifact_actions.store(
                 deployment=deployment,
                 investigation=investigation,
-                chunks=_endless_trace(),
+                # Two different files: the same bytes twice would be analysed once (dedup).
+                chunks=_endless_trace(blocks=4000 + i),
                 name=f"endless-{i}.json.gz",
                 source=Source.UPLOAD,
             )
