@@ -21,6 +21,9 @@ from probes.models import Observation, Poll, Target
 
 LABELS_MAX = Observation._meta.get_field("labels").max_length
 SIGNAL_MAX = Observation._meta.get_field("signal").max_length
+# Rows per unnested INSERT: large enough that the statement's own cost vanishes, small
+# enough that one statement's arrays stay a few megabytes.
+UNNEST_CHUNK = 50_000
 
 
 def fit_labels(text: str) -> str:
@@ -117,39 +120,86 @@ def record_cycle(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> int:
 
 
 def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> None:
-    """Plain ``executemany`` with ON CONFLICT DO NOTHING (PostgreSQL and SQLite alike).
+    """Insert the cycle's observations, ON CONFLICT DO NOTHING (PostgreSQL and SQLite).
 
-    This is the hottest write in the product, ~40 rows per engine per cycle: Django's
-    bulk_create compiles every row through the ORM and cost more than parsing the scrape.
-    Values are prepared by the model fields, so UUIDs and datetimes match the ORM's.
+    This is the hottest write in the product, ~40-130 rows per engine per cycle. On
+    PostgreSQL the rows go as four arrays (binary parameters) unnested by one INSERT:
+    per row that is a few list appends here and no per-row statement in the server,
+    where ``executemany`` (pipelined, one Bind/Execute per row) cost ~6 ms of worker CPU
+    and ~4 ms of the backend's per engine. Elsewhere a plain ``executemany``. Values are
+    prepared by the model fields, so UUIDs and datetimes match the ORM's.
     """
     meta = Observation._meta
     target_field, time_field = meta.get_field("target"), meta.get_field("taken_at")
     taken_at = time_field.get_db_prep_value(cycle_at, connection)
-    rows = []
+    targets: list = []
+    signals: list[str] = []
+    labels: list[str] = []
+    values: list[float] = []
     for o in outcomes:
         if not o.ok or not o.observations:
             continue
         target_id = target_field.get_db_prep_value(o.target_id, connection)
-        rows.extend(
-            (target_id, taken_at, s[:SIGNAL_MAX], fit_labels(labels), v)
-            for s, labels, v in o.observations
-        )
-    if not rows:
+        for s, label, v in o.observations:
+            targets.append(target_id)
+            signals.append(s if len(s) <= SIGNAL_MAX else s[:SIGNAL_MAX])
+            labels.append(fit_labels(label) if label else label)
+            values.append(v)
+    if not targets:
         return
     q = connection.ops.quote_name
+    table = q(meta.db_table)
     columns = ", ".join(
         q(meta.get_field(name).column)
         for name in ("target", "taken_at", "signal", "labels", "value")
     )
+    if connection.vendor == "postgresql":
+        _insert_unnested(table, columns, taken_at, targets, signals, labels, values)
+        return
     sql = (
         # Identifiers come from the model and are quoted; values are parameters.
-        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+        f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
         "ON CONFLICT DO NOTHING"
     )
+    rows = [
+        (t, taken_at, s, label, v)
+        for t, s, label, v in zip(targets, signals, labels, values, strict=True)
+    ]
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 5000):
             cursor.executemany(sql, rows[start : start + 5000])
+
+
+def _insert_unnested(
+    table: str,
+    columns: str,
+    taken_at: datetime,
+    targets: list,
+    signals: list[str],
+    labels: list[str],
+    values: list[float],
+) -> None:
+    """One INSERT ... SELECT FROM unnest(arrays) per chunk, with server-side binding so
+    the arrays travel in PostgreSQL's binary format (Django's own cursors interpolate
+    every parameter into the SQL text on the client)."""
+    import psycopg
+
+    connection.ensure_connection()
+    sql = (
+        # Identifiers come from the model and are quoted; values are parameters.
+        f"INSERT INTO {table} ({columns}) "  # noqa: S608
+        "SELECT u.t, %s, u.s, u.l, u.v FROM unnest(%s::uuid[], %s::text[], %s::text[], "
+        "%s::float8[]) AS u(t, s, l, v) ON CONFLICT DO NOTHING"
+    )
+    with psycopg.Cursor(connection.connection) as cursor:
+        for start in range(0, len(targets), UNNEST_CHUNK):
+            end = start + UNNEST_CHUNK
+            cursor.execute(
+                sql,
+                (taken_at, targets[start:end], signals[start:end], labels[start:end],
+                 values[start:end]),
+                binary=True,
+            )  # fmt: skip
 
 
 def record_observations(
