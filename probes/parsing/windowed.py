@@ -182,13 +182,19 @@ def bucket_quantile(
 
     ``ignore_small_deltas=False`` is the pre-2.49 monotonicity fix (running maximum only).
     """
+    if math.isnan(q) or not 0 <= q <= 1:
+        return _quantile_of(q, None)
+    return _quantile_of(q, _prepared(buckets, ignore_small_deltas))
+
+
+def _quantile_of(q: float, coalesced: list[list[float]] | None) -> float:
+    """``bucket_quantile`` on buckets already through ``_prepared``."""
     if math.isnan(q):
         return math.nan
     if q < 0:
         return -math.inf
     if q > 1:
         return math.inf
-    coalesced = _prepared(buckets, ignore_small_deltas)
     if coalesced is None:
         return math.nan
     rank = q * coalesced[-1][1]
@@ -216,8 +222,12 @@ def bucket_interval(
     gives ``(second-highest bound, inf)``. None where the quantile is NaN."""
     if math.isnan(q) or not 0 <= q <= 1:
         return None
-    coalesced = _prepared(buckets, ignore_small_deltas)
-    if coalesced is None:
+    return _interval_of(q, _prepared(buckets, ignore_small_deltas))
+
+
+def _interval_of(q: float, coalesced: list[list[float]] | None) -> tuple[float, float] | None:
+    """``bucket_interval`` on buckets already through ``_prepared``."""
+    if math.isnan(q) or not 0 <= q <= 1 or coalesced is None:
         return None
     idx = _rank_index(coalesced, q * coalesced[-1][1])
     if idx == len(coalesced) - 1:
@@ -291,7 +301,7 @@ def histogram_quantiles_and_buckets_over_window(
         r = rate(points, range_s, eval_time)
         if r is not None:
             rates.append((float(bound), r))
-    return [(bucket_quantile(q, rates), bucket_interval(q, rates)) for q in qs]
+    return quantiles_and_buckets(qs, rates)
 
 
 def observed_increase(points: Sequence[Point], range_s: float, eval_time: float) -> float | None:
@@ -399,4 +409,13 @@ class Grid:
             r = self.rate(values)
             if r is not None:
                 rates.append((float(bound), r))
-        return [(bucket_quantile(q, rates), bucket_interval(q, rates)) for q in qs]
+        return quantiles_and_buckets(qs, rates)
+
+
+def quantiles_and_buckets(
+    qs: Sequence[float], buckets: Sequence[tuple[float, float]]
+) -> list[tuple[float, tuple[float, float] | None]]:
+    """``[(bucket_quantile(q, buckets), bucket_interval(q, buckets)) for q in qs]``, with
+    the buckets sorted, coalesced and made monotonic once instead of twice per q."""
+    coalesced = _prepared(buckets, True)
+    return [(_quantile_of(q, coalesced), _interval_of(q, coalesced)) for q in qs]

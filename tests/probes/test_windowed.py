@@ -188,3 +188,15 @@ def test_a_grid_gives_each_series_exactly_what_its_own_points_give(
     )
     got = grid.quantiles_and_buckets((0.5, 0.99), buckets)
     assert all(same(a[0], b[0]) and a[1] == b[1] for a, b in zip(got, expected, strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(bucket_lists, st.lists(st.floats(-0.5, 1.5), min_size=1, max_size=4))
+def test_quantiles_and_buckets_at_once_equal_each_one_alone(buckets, qs):
+    from probes.parsing.windowed import bucket_interval, quantiles_and_buckets
+
+    got = quantiles_and_buckets(qs, buckets)
+    for q, (value, bucket) in zip(qs, got, strict=True):
+        alone = bucket_quantile(q, buckets)
+        assert value == alone or (math.isnan(value) and math.isnan(alone))
+        assert bucket == bucket_interval(q, buckets)
