@@ -9,6 +9,7 @@ after its worker died writes each row at most once and loses none.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -113,10 +114,51 @@ def record_cycle(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> int:
     before = Poll.objects.filter(
         cycle_at=cycle_at, target_id__in=[o.target_id for o in outcomes]
     ).count()
-    Poll.objects.bulk_create(polls, ignore_conflicts=True)
+    if connection.vendor == "postgresql" and polls:
+        _insert_polls(polls)
+    else:
+        Poll.objects.bulk_create(polls, ignore_conflicts=True)
     _insert_observations(cycle_at, outcomes)
     _update_health(cycle_at, outcomes, timezone.now())
     return len(polls) - before
+
+
+def _insert_polls(polls: list[Poll]) -> None:
+    """``bulk_create(polls, ignore_conflicts=True)`` on PostgreSQL, with the parameters
+    bound on the server: Django's client-side binding quoted every snapshot's JSON text
+    with a regular expression (~1 ms per engine per cycle in the profile). The values are
+    the ones the model's fields prepare; the snapshot is the JSON text Django would send."""
+    import psycopg
+
+    fields = [
+        Poll._meta.get_field(name)
+        for name in (
+            "target", "cycle_at", "ok", "error_kind", "error", "transient", "latency_ms",
+            "size_bytes", "snapshot", "recorded_at",
+        )
+    ]  # fmt: skip
+    recorded_at = timezone.now()
+    for poll in polls:
+        poll.recorded_at = recorded_at
+    columns = [[field.get_db_prep_save(getattr(p, field.attname), connection) for p in polls]
+               for field in fields]  # fmt: skip
+    snapshot = fields.index(Poll._meta.get_field("snapshot"))
+    columns[snapshot] = [json.dumps(p.snapshot) for p in polls]
+    types = ("uuid", "timestamptz", "bool", "text", "text", "bool", "float8", "int8", "text",
+             "timestamptz")  # fmt: skip
+    q = connection.ops.quote_name
+    names = ", ".join(q(field.column) for field in fields)
+    arrays = ", ".join(f"%s::{t}[]" for t in types)
+    picks = ", ".join(f"u.c{i}::jsonb" if i == snapshot else f"u.c{i}" for i in range(len(types)))
+    aliases = ", ".join(f"c{i}" for i in range(len(types)))
+    sql = (
+        # Identifiers come from the model and are quoted; values are parameters.
+        f"INSERT INTO {q(Poll._meta.db_table)} ({names}) SELECT {picks} "  # noqa: S608
+        f"FROM unnest({arrays}) AS u({aliases}) ON CONFLICT DO NOTHING"
+    )
+    connection.ensure_connection()
+    with connection._prepare_cursor(psycopg.Cursor(connection.connection)) as cursor:
+        cursor.execute(sql, columns)
 
 
 def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> None:
