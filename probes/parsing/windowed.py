@@ -25,6 +25,7 @@ so the arithmetic is the same to the last bit. Range selection is left-open
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -342,13 +343,16 @@ class Grid:
     at each of them (``values[i]`` at ``times[i]``).
     """
 
-    __slots__ = ("_inside", "_rate_parts", "span")
+    __slots__ = ("_inside", "_rate_parts", "_slice", "span")
 
     def __init__(self, times: Sequence[float], range_s: float, eval_time: float) -> None:
         start, end = _ms(eval_time) - _ms(range_s), _ms(eval_time)
         stamps = [_ms(t) for t in times]
         order = sorted(range(len(times)), key=times.__getitem__)
         self._inside = [i for i in order if start < stamps[i] <= end]
+        # The usual case: the window is a run of the times as given (oldest first).
+        run = range(self._inside[0], self._inside[-1] + 1) if self._inside else None
+        self._slice = slice(run.start, run.stop) if run and self._inside == list(run) else None
         inside = [stamps[i] for i in self._inside]
         self.span = (end - min(inside)) / 1000 if inside else 0.0
         self._rate_parts: tuple[float, float, float, float, float, float] | None = None
@@ -366,14 +370,16 @@ class Grid:
         """(first value in the window, increase with counter resets added back)."""
         if self._rate_parts is None:
             return None
-        window = [values[i] for i in self._inside]
+        window = values[self._slice] if self._slice else [values[i] for i in self._inside]
         first_v = window[0]
         result = window[-1] - first_v
-        prev = first_v
-        for value in window:
-            if value < prev:
-                result += prev
-            prev = value
+        # Counter resets are rare: look for one in C before walking the window.
+        if any(map(operator.lt, window[1:], window)):
+            prev = first_v
+            for value in window:
+                if value < prev:
+                    result += prev
+                prev = value
         return first_v, result
 
     def rate(self, values: Sequence[float]) -> float | None:
