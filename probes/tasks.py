@@ -317,11 +317,17 @@ def _history(targets: list[Target], cycle: datetime) -> dict:
         target__in=windowed_targets, ok=True, cycle_at__gte=since, cycle_at__lt=cycle
     )
     wanted: dict = {t.pk: [] for t in windowed_targets}
+    cycle_of: dict[float, datetime] = {}  # each stamp's datetime as the database has it
     for target_id, at in polls.order_by("cycle_at").values_list("target_id", "cycle_at"):
-        wanted[target_id].append(at.timestamp())
-    missing = RECENT.missing(wanted)
+        ts = at.timestamp()
+        cycle_of.setdefault(ts, at)
+        wanted[target_id].append(ts)
+    missing, stamps = RECENT.missing(wanted)
     if missing:
-        loaded = polls.filter(target__in=missing).values_list("target_id", "cycle_at", "snapshot")
+        times = [cycle_of[ts] for ts in sorted(stamps)]
+        loaded = polls.filter(target__in=missing, cycle_at__in=times).values_list(
+            "target_id", "cycle_at", "snapshot"
+        )
         for target_id, at, snapshot in loaded:
             RECENT.keep(target_id, at.timestamp(), window.to_row(snapshot))
     RECENT.forget_older_than(since.timestamp() - FORGET_AFTER_S)

@@ -109,14 +109,21 @@ class Recent:
     def __init__(self) -> None:
         self._rows: dict[object, dict[float, Row]] = {}
 
-    def missing(self, wanted: Mapping[object, list[float]]) -> list:
-        """Targets with a wanted cycle that is not kept."""
+    def missing(self, wanted: Mapping[object, list[float]]) -> tuple[list, set[float]]:
+        """The targets with a wanted cycle that is not kept, and those cycles' times.
+
+        With several worker processes a deployment's cycles are spread over them, so a
+        process typically lacks some cycles of every target: loading just those (the
+        same times for every target of a deployment) keeps the read small."""
         rows = self._rows
-        return [
-            target
-            for target, stamps in wanted.items()
-            if any(ts not in rows.get(target, ()) for ts in stamps)
-        ]
+        targets, stamps = [], set()
+        for target, wanted_stamps in wanted.items():
+            kept = rows.get(target, ())
+            lacking = [ts for ts in wanted_stamps if ts not in kept]
+            if lacking:
+                targets.append(target)
+                stamps.update(lacking)
+        return targets, stamps
 
     def keep(self, target, ts: float, row: Row) -> None:
         self._rows.setdefault(target, {})[ts] = row

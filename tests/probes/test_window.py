@@ -66,3 +66,18 @@ def test_only_windowed_kinds_read_history(deployment):
     )
     Poll.objects.create(target=dcgm, cycle_at=CYCLE - timedelta(seconds=5), ok=True)
     assert tasks._history([dcgm], CYCLE) == {}
+
+
+@pytest.mark.django_db
+def test_a_process_that_kept_some_cycles_reads_only_the_others(deployment, monkeypatch):
+    """With several worker processes each keeps some of a deployment's cycles."""
+    monkeypatch.setattr(tasks, "RECENT", window.Recent())
+    target = Target.objects.create(
+        deployment=deployment, kind=TargetKind.ENGINE, url="http://127.0.0.1:9/metrics"
+    )
+    times = [CYCLE - timedelta(seconds=5 * k) for k in (3, 2, 1)]
+    for n, at in enumerate(times):
+        Poll.objects.create(target=target, cycle_at=at, ok=True, snapshot=_snapshot(n + 1.0))
+    tasks.RECENT.keep(target.pk, times[1].timestamp(), window.to_row(_snapshot(42.0)))
+    rows = tasks._history([target], CYCLE)[target.pk]
+    assert [window.to_snapshot(r)["counters"]["preemptions_total"] for _, r in rows] == [1, 42, 3]
