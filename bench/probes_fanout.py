@@ -1,43 +1,71 @@
-"""How many engine endpoints does one worker poll, parse and store per 5 s cycle?
+"""How many engine endpoints does one worker poll, parse and store per 5 s cycle, and at
+what CPU per endpoint beside a real Prometheus scraping the same endpoints?
 
 An enginesim subprocess serves N replicas (`/replicas/{i}/metrics`, vLLM V1 format,
 mirrors beyond `--simulated` engines to keep the simulator's own CPU small). The bench
-registers N engine targets in a throwaway database and runs the real poll path
-(`probes.tasks.poll_targets`: concurrent guarded fetch, parse, windowed statistics,
-bulk store) for a few cycles per size, against a named baseline measured in the same run:
+registers N engine targets in a throwaway database and runs the real poll task's body
+(`probes.tasks.poll_cycle`: claim, concurrent guarded fetch, parse, windowed statistics,
+store, release) cycle after cycle on the 5 s grid. The windowed statistics read up to
+60 s of earlier snapshots, so a cycle costs more until the window is full: only cycles
+after the window has filled (steady state) are reported.
 
-    baseline "fetch-only": the same concurrent guarded fetch of the same N endpoints,
-    with no parsing and no storage.
+Named baseline, measured in the same run on the same endpoints: a real Prometheus
+(`prometheus` on PATH) scraping all N every 5 s into its own TSDB; its CPU is read from
+/proc/<pid>/stat over a span after its start-up. The worker's CPU is the process's
+(resource.getrusage: user + system), and beside it the PostgreSQL backend's that served
+it (/proc/<pid>/stat), since Prometheus's storage is inside its own process.
 
-A size "fits" when the full cycle finishes within the 5 s interval. Ratios are what
-carry across machines; nothing asserts absolute times.
+A size "fits" when the steady-state cycle finishes within the 5 s interval; endpoints
+per 5 s cycle is N x 5 s / (steady cycle wall time). Ratios are what carry across
+machines; nothing asserts absolute times.
 
-    .venv/bin/python bench/probes_fanout.py                    # sizes 250,500,1000,1500
-    .venv/bin/python bench/probes_fanout.py --sizes 100 --cycles 2
+    .venv/bin/python bench/probes_fanout.py --postgres postgres://postgres@127.0.0.1:5432
+    .venv/bin/python bench/probes_fanout.py --sizes 250 --steady 2     # SQLite, short
+    .venv/bin/python bench/probes_fanout.py --postgres ... --sizes 1000 --profile out.prof
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import os
+import resource
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 INTERVAL_S = 5
+WINDOW_S = 60
+# Cycles before the window is full: the first cycle whose history spans the whole
+# window (probes.tasks reads (cycle - 61 s, cycle)) is number WINDOW_S / INTERVAL_S + 1.
+FILL_CYCLES = WINDOW_S // INTERVAL_S + 1
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _wait_http(url: str, what: str, tries: int = 300) -> None:
+    for _ in range(tries):
+        try:
+            urllib.request.urlopen(url, timeout=1).read()  # noqa: S310 - loopback
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{what} did not start")
 
 
 def _start_sim(replicas: int, simulated: int) -> tuple[subprocess.Popen, str]:
@@ -50,55 +78,195 @@ def _start_sim(replicas: int, simulated: int) -> tuple[subprocess.Popen, str]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(base + "/health", timeout=1).read()  # noqa: S310 - loopback
-            return process, base
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("enginesim did not start")
+    try:
+        _wait_http(base + "/health", "enginesim")
+    except SystemExit:
+        process.kill()
+        raise
+    return process, base
 
 
-def _setup_django(data_dir: str) -> None:
+def _cpu_of(pid: int) -> float:
+    """CPU-seconds (user + system) a process has used, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:  # noqa: PTH123
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextlib.contextmanager
+def _throwaway_postgres(server: str) -> Iterator[str]:
+    """A fresh database on the server for this run, dropped afterwards."""
+    import psycopg
+
+    parts = urllib.parse.urlsplit(server)
+    name = f"atlas_fanout_bench_{os.getpid()}"
+    admin = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield parts._replace(path=f"/{name}").geturl()
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _setup_django(data_dir: str, database_url: str | None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "atlas_console.settings")
     os.environ["ATLAS_DATA_DIR"] = data_dir
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
     import django
     from django.core.management import call_command
 
     django.setup()
-    if os.environ.get("DATABASE_URL"):
-        # Use a dedicated database on the server: the bench must not touch real data.
-        raise SystemExit("set no DATABASE_URL: the bench creates its own SQLite database")
     call_command("migrate", verbosity=0)
+
+
+def _backend_pid() -> int | None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def prometheus_per_cycle(base: str, size: int, span_s: float, warm_s: float) -> dict:
+    """A real Prometheus scraping the same N endpoints every 5 s: CPU-s per cycle."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise SystemExit("no prometheus on PATH: the baseline cannot be measured")
+    host = urllib.parse.urlsplit(base).netloc
+    targets = "\n".join(
+        f"      - targets: ['{host}']\n"
+        f"        labels: {{__metrics_path__: '/replicas/{i}/metrics', replica: '{i}'}}"
+        for i in range(size)
+    )
+    config = (
+        f"global:\n  scrape_interval: {INTERVAL_S}s\n  scrape_timeout: 4s\n"
+        f"scrape_configs:\n  - job_name: engines\n    static_configs:\n{targets}\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "prometheus.yml").write_text(config)
+        port = _free_port()
+        process = subprocess.Popen(
+            [
+                binary, f"--config.file={tmp}/prometheus.yml",
+                f"--storage.tsdb.path={tmp}/data", f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            api = f"http://127.0.0.1:{port}"
+            _wait_http(api + "/-/ready", "prometheus")
+            time.sleep(warm_s)  # start-up, first scrapes, series creation
+            cpu0, t0 = _cpu_of(process.pid), time.monotonic()
+            time.sleep(span_s)
+            cpu1, t1 = _cpu_of(process.pid), time.monotonic()
+            query = urllib.parse.urlencode({"query": "count(up == 1)"})
+            with urllib.request.urlopen(f"{api}/api/v1/query?{query}", timeout=5) as r:  # noqa: S310
+                import json
+
+                result = json.loads(r.read())["data"]["result"]
+            up = int(float(result[0]["value"][1])) if result else 0
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    cycles = (t1 - t0) / INTERVAL_S
+    return {"cpu_per_cycle": (cpu1 - cpu0) / cycles, "up": up}
+
+
+def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile | None) -> dict:
+    """Run ``cycles`` poll cycles; averages over the last ``steady`` (window full)."""
+    from probes.models import Poll
+    from probes.tasks import poll_cycle
+
+    backend = _backend_pid()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    walls, cpus, db_cpus, stored = [], [], [], 0
+    for n in range(cycles):
+        cycle = start + timedelta(seconds=INTERVAL_S * n)
+        measured = n >= cycles - steady
+        if measured and profiler:
+            profiler.enable()
+        wall0, cpu0 = time.perf_counter(), _own_cpu()
+        db0 = _cpu_of(backend) if backend else 0.0
+        stored = poll_cycle(deployment.pk, cycle)
+        wall, cpu = time.perf_counter() - wall0, _own_cpu() - cpu0
+        db = (_cpu_of(backend) - db0) if backend else 0.0
+        if measured and profiler:
+            profiler.disable()
+        if measured:
+            walls.append(wall)
+            cpus.append(cpu)
+            db_cpus.append(db)
+        # Keep real time roughly on the grid so the simulator's counters move.
+        time.sleep(max(0.0, INTERVAL_S - wall) if measured else 0.2)
+    failed = Poll.objects.filter(target__deployment=deployment, ok=False).count()
+    return {
+        "wall": sum(walls) / len(walls),
+        "cpu": sum(cpus) / len(cpus),
+        "db_cpu": sum(db_cpus) / len(db_cpus),
+        "stored": stored,
+        "failed": failed,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="250,500,1000,1500")
-    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--sizes", default="500,1000,2000")
+    parser.add_argument(
+        "--postgres",
+        metavar="SERVER_URL",
+        help="a PostgreSQL server URL (postgres://user@host:port): the bench creates and "
+        "drops its own database there; without it, a temporary SQLite database",
+    )
+    parser.add_argument(
+        "--steady", type=int, default=3, help="cycles measured once the window is full"
+    )
     parser.add_argument("--simulated", type=int, default=32)
+    parser.add_argument("--prom-span", type=float, default=30.0, help="seconds of Prometheus CPU")
+    parser.add_argument("--no-prometheus", action="store_true")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the steady cycles to FILE")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if os.environ.get("DATABASE_URL"):
+        raise SystemExit("set no DATABASE_URL: give --postgres SERVER_URL, or none for SQLite")
+    cycles = FILL_CYCLES + args.steady
 
-    with tempfile.TemporaryDirectory() as data_dir:
-        _setup_django(data_dir)
+    with contextlib.ExitStack() as stack:
+        data_dir = stack.enter_context(tempfile.TemporaryDirectory())
+        url = stack.enter_context(_throwaway_postgres(args.postgres)) if args.postgres else None
+        _setup_django(data_dir, url)
         from deployments.models import Deployment
-        from probes.collect import fetch_all
-        from probes.models import Observation, Target, TargetKind
-        from probes.policy import fetch_policy
-        from probes.tasks import poll_targets
+        from probes.models import Target, TargetKind
         from teams.models import Team
 
         team = Team.objects.create(name="bench")
-        policy = fetch_policy()
-        print(f"{'targets':>8} {'fetch-only s':>13} {'full cycle s':>13} {'ratio':>6} "
-              f"{'obs/cycle':>10} {'fits 5 s':>8}")  # fmt: skip
+        # CPU time, not wall: waits on the database and the network are not costs here.
+        profiler = cProfile.Profile(time.process_time) if args.profile else None
+        print(f"database: {'PostgreSQL' if url else 'SQLite'}; {cycles} cycles per size, "
+              f"the last {args.steady} (window full) measured")  # fmt: skip
+        print(f"{'targets':>8} {'cycle s':>8} {'fits 5 s':>8} {'endpoints/5s':>12} "
+              f"{'CPU s/cycle':>11} {'db CPU s':>8} {'prom CPU s':>10} {'ms/endpoint':>11} "
+              f"{'db ms':>6} {'prom ms':>8} {'ratio':>6} {'w/ db':>6}")  # fmt: skip
         for size in sizes:
             process, base = _start_sim(size, min(args.simulated, size))
             try:
-                deployment = Deployment.objects.create(team=team, name=f"fleet-{size}")
-                targets = Target.objects.bulk_create(
+                deployment = Deployment.objects.create(
+                    team=team, name=f"fleet-{size}", poll_interval_s=INTERVAL_S
+                )
+                Target.objects.bulk_create(
                     Target(
                         deployment=deployment,
                         kind=TargetKind.ENGINE,
@@ -107,31 +275,32 @@ def main() -> None:
                     )
                     for i in range(size)
                 )
-                requests = [(str(t.pk), t.url) for t in targets]
-                fetch_times, cycle_times = [], []
-                start = datetime(2026, 1, 1, tzinfo=UTC)
-                for n in range(args.cycles):
-                    began = time.perf_counter()
-                    fetched = fetch_all(requests, policy)
-                    fetch_times.append(time.perf_counter() - began)
-                    errors = sum(1 for f in fetched if f.error)
-                    if errors:
-                        print(f"  warning: {errors} fetch errors at size {size}")
-                    cycle = start + timedelta(seconds=INTERVAL_S * n)
-                    began = time.perf_counter()
-                    poll_targets(list(Target.objects.filter(deployment=deployment)), cycle)
-                    cycle_times.append(time.perf_counter() - began)
-                observations = Observation.objects.filter(
-                    target__deployment=deployment, taken_at=cycle
-                ).count()
-                fetch_s, cycle_s = min(fetch_times), min(cycle_times)
-                print(
-                    f"{size:>8} {fetch_s:>13.2f} {cycle_s:>13.2f} {cycle_s / fetch_s:>6.1f} "
-                    f"{observations:>10} {'yes' if cycle_s <= INTERVAL_S else 'no':>8}"
-                )
+                ours = poll_steady(deployment, cycles, args.steady, profiler)
+                if args.no_prometheus:
+                    prom = {"cpu_per_cycle": float("nan"), "up": 0}
+                else:
+                    prom = prometheus_per_cycle(base, size, args.prom_span, warm_s=12)
             finally:
                 process.terminate()
                 process.wait(timeout=10)
+            if ours["failed"] or ours["stored"] != size:
+                print(f"  warning: {ours['failed']} failed polls, {ours['stored']} stored "
+                      f"in the last cycle")  # fmt: skip
+            if not args.no_prometheus and prom["up"] != size:
+                print(f"  warning: Prometheus had {prom['up']} of {size} targets up")
+            per = 1000 / size
+            total = ours["cpu"] + ours["db_cpu"]
+            prom_cpu = prom["cpu_per_cycle"]
+            fits = "yes" if ours["wall"] <= INTERVAL_S else "no"
+            print(
+                f"{size:>8} {ours['wall']:>8.2f} {fits:>8} "
+                f"{size * INTERVAL_S / ours['wall']:>12.0f} {ours['cpu']:>11.2f} "
+                f"{ours['db_cpu']:>8.2f} {prom_cpu:>10.2f} {ours['cpu'] * per:>11.2f} "
+                f"{ours['db_cpu'] * per:>6.2f} {prom_cpu * per:>8.2f} "
+                f"{ours['cpu'] / prom_cpu:>6.1f} {total / prom_cpu:>6.1f}"
+            )
+        if profiler:
+            profiler.dump_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -146,6 +146,9 @@ class ProbeKind:
     # A stream read in pieces: each read starts at the stored offset and continues the
     # last good poll's snapshot (``Read.previous``).
     follows: bool = False
+    # Its observer computes windowed statistics from earlier snapshots (``Read.history``):
+    # only these kinds' recent polls are read back each cycle.
+    windowed: bool = False
     read_here: HostReader | None = None  # Fetch.HOST only
     option: str | None = None  # the ``diagnose`` command's --option, if it can diagnose it
 
@@ -280,6 +283,7 @@ KINDS: tuple[ProbeKind, ...] = (
         _HTTP,
         observe=_engine,
         unusable=(ExpositionError,),
+        windowed=True,
         option="engine",
     ),
     ProbeKind(

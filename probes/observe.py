@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from probes import promapi
+from probes import promapi, window
 from probes.parsing import dcgm, engine, logevents, nvml_reading, sglang_info, windowed
 from probes.parsing.exposition import Labels, parse_exposition
 
@@ -64,7 +64,7 @@ def engine_snapshot(signals: engine.EngineSignals) -> dict:
 def engine_observations(
     signals: engine.EngineSignals,
     snapshot: dict,
-    history: Sequence[tuple[float, dict]],
+    history: Sequence[tuple[float, dict | window.Row]],
     now_ts: float,
     window_s: float,
 ) -> list[Observation]:
@@ -85,23 +85,87 @@ def engine_observations(
                 for labels, value in gauge.per_rank
                 if _finite(value)
             )
-    series = [*history, (now_ts, snapshot)]
+    out.extend(lifetime_lengths(snapshot))
+    current = window.to_row(snapshot)
+    rows = [h if isinstance(h, window.Row) else window.to_row(h) for _, h in history]
+    grid = windowed.Grid([*(ts for ts, _ in history), now_ts], window_s, now_ts)
     # How long the windowed values below were measured over: a rate of 0 from 10 s of
     # scrapes is not the rate of 0 five minutes would give (evaluation reads both). One
     # scrape has no windowed values, so nothing to give a span to.
-    span = windowed.sampled_span([ts for ts, _ in series], window_s, now_ts)
-    if span > 0:
-        out.append(("scrape_span_s", "", span))
+    if grid.span > 0:
+        out.append(("scrape_span_s", "", grid.span))
+    layout = current.layout
+    if layout.columnar and all(row.layout is layout for row in rows):
+        # Every scrape in the window has the same series: each one is a column.
+        out.extend(_columnar(layout, [*(row.values for row in rows), current.values], grid))
+        return out
+    series = [
+        *((ts, h if isinstance(h, dict) else window.to_snapshot(h)) for ts, h in history),
+        (now_ts, snapshot),
+    ]
+    counters = [snap["counters"] for _, snap in series]
     for key in snapshot["counters"]:
-        points = [(ts, snap["counters"][key]) for ts, snap in series if key in snap["counters"]]
-        value = windowed.rate(points, window_s, now_ts)
+        values = [c.get(key) for c in counters]
+        if None in values:  # not in every scrape: the series' own points
+            points = [(ts, snap["counters"][key]) for ts, snap in series if key in snap["counters"]]
+            value = windowed.rate(points, window_s, now_ts)
+        else:
+            value = grid.rate(values)
         if _finite(value):
             out.append((f"{key.removesuffix('_total')}_rate", "", value))
     for key in snapshot["histograms"]:
+        out.extend(_histogram_observations(key, series, grid, window_s, now_ts))
+    return out
+
+
+def _columnar(layout: window.Layout, matrix: list, grid: windowed.Grid) -> list[Observation]:
+    """Counter rates and histogram figures when every row has ``layout``: ``matrix``
+    holds each scrape's values, oldest first; a series is one column of it."""
+    out: list[Observation] = []
+    columns = list(zip(*matrix, strict=True))
+    for key, values in zip(layout.counters, columns, strict=False):
+        value = grid.rate(values)
+        if _finite(value):
+            out.append((f"{key.removesuffix('_total')}_rate", "", value))
+    at = len(layout.counters)
+    for (key, bounds, _), les in zip(layout.histograms, layout.floats, strict=True):
+        end = at + len(bounds)
+        bucket_values = dict(zip(les, columns[at:end], strict=True))
+        counts, sums = columns[end], columns[end + 1]
+        out.extend(
+            _histogram_figures(
+                key,
+                grid.quantiles_and_buckets(QUANTILES, bucket_values),
+                grid.rate(counts),
+                grid.rate(sums),
+                grid.observed_increase(counts),
+            )
+        )
+        at = end + 2
+    return out
+
+
+def _histogram_observations(
+    key: str,
+    series: Sequence[tuple[float, dict]],
+    grid: windowed.Grid,
+    window_s: float,
+    now_ts: float,
+) -> list[Observation]:
+    """One histogram's windowed quantiles (with their buckets), mean, count rate and
+    window count. On the grid when every scrape has the same buckets and a count and sum;
+    from each series' own points otherwise."""
+    histograms = [snap["histograms"].get(key) for _, snap in series]
+    on_grid = _bucket_columns(histograms)
+    if on_grid is not None:
+        bucket_values, counts, sums = on_grid
+        quantiles = grid.quantiles_and_buckets(QUANTILES, bucket_values)
+        count_rate, sum_rate = grid.rate(counts), grid.rate(sums)
+        counted = grid.observed_increase(counts)
+    else:
         bucket_points: dict[float, list[tuple[float, float]]] = {}
         count_points, sum_points = [], []
-        for ts, snap in series:
-            other = snap["histograms"].get(key)
+        for (ts, _), other in zip(series, histograms, strict=True):
             if not other:
                 continue
             for le, count in other["buckets"]:
@@ -112,27 +176,38 @@ def engine_observations(
         quantiles = windowed.histogram_quantiles_and_buckets_over_window(
             QUANTILES, bucket_points, window_s, now_ts
         )
-        for q, (value, bucket) in zip(QUANTILES, quantiles, strict=True):
-            if _finite(value):
-                name = f"{key}_p{round(q * 100)}"
-                out.append((name, "", value))
-                # The bucket that holds the rank: the value is interpolated inside it.
-                if bucket is not None:
-                    out.extend(
-                        (f"{name}_{end}", "", bound)
-                        for end, bound in zip(("lo", "hi"), bucket, strict=True)
-                        if _finite(bound)
-                    )
         count_rate = windowed.rate(count_points, window_s, now_ts)
         sum_rate = windowed.rate(sum_points, window_s, now_ts)
-        if _finite(count_rate) and _finite(sum_rate) and count_rate > 0:
-            out.append((f"{key}_mean", "", sum_rate / count_rate))
-        if _finite(count_rate):
-            out.append((f"{key}_count_rate", "", count_rate))
         counted = windowed.observed_increase(count_points, window_s, now_ts)
-        if _finite(counted):
-            out.append((f"{key}_window_count", "", counted))
-    out.extend(lifetime_lengths(snapshot))
+    return _histogram_figures(key, quantiles, count_rate, sum_rate, counted)
+
+
+def _histogram_figures(
+    key: str,
+    quantiles: Sequence[tuple[float, tuple[float, float] | None]],
+    count_rate: float | None,
+    sum_rate: float | None,
+    counted: float | None,
+) -> list[Observation]:
+    """One histogram's windowed figures as observations (non-finite ones left out)."""
+    out: list[Observation] = []
+    for q, (value, bucket) in zip(QUANTILES, quantiles, strict=True):
+        if _finite(value):
+            name = f"{key}_p{round(q * 100)}"
+            out.append((name, "", value))
+            # The bucket that holds the rank: the value is interpolated inside it.
+            if bucket is not None:
+                out.extend(
+                    (f"{name}_{end}", "", bound)
+                    for end, bound in zip(("lo", "hi"), bucket, strict=True)
+                    if _finite(bound)
+                )
+    if _finite(count_rate) and _finite(sum_rate) and count_rate > 0:
+        out.append((f"{key}_mean", "", sum_rate / count_rate))
+    if _finite(count_rate):
+        out.append((f"{key}_count_rate", "", count_rate))
+    if _finite(counted):
+        out.append((f"{key}_window_count", "", counted))
     return out
 
 
@@ -160,6 +235,35 @@ def lifetime_lengths(snapshot: dict) -> list[Observation]:
         if _finite(tokens) and _finite(requests) and requests > 0:
             out.append((signal, "", tokens / requests))
     return out
+
+
+def _bucket_columns(
+    histograms: Sequence[dict | None],
+) -> tuple[dict[float, list[float]], list[float], list[float]] | None:
+    """Each bucket's, the count's and the sum's values across scrapes, when every scrape
+    has the histogram with the same distinct bounds, a count and a sum; else None."""
+    first = histograms[-1]
+    if first is None:
+        return None
+    bounds = [le for le, _ in first["buckets"]]
+    les = [float(le) for le in bounds]
+    if len(set(les)) != len(les):
+        return None
+    columns: list[list[float]] = [[] for _ in les]
+    counts, sums = [], []
+    for other in histograms:
+        if not other or other["count"] is None or other["sum"] is None:
+            return None
+        buckets = other["buckets"]
+        if len(buckets) != len(bounds):
+            return None
+        for column, le, (other_le, count) in zip(columns, bounds, buckets, strict=True):
+            if other_le != le:
+                return None
+            column.append(count)
+        counts.append(other["count"])
+        sums.append(other["sum"])
+    return dict(zip(les, columns, strict=True)), counts, sums
 
 
 def observe_engine(

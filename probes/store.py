@@ -9,6 +9,7 @@ after its worker died writes each row at most once and loses none.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,6 +22,9 @@ from probes.models import Observation, Poll, Target
 
 LABELS_MAX = Observation._meta.get_field("labels").max_length
 SIGNAL_MAX = Observation._meta.get_field("signal").max_length
+# Rows per unnested INSERT: large enough that the statement's own cost vanishes, small
+# enough that one statement's arrays stay a few megabytes.
+UNNEST_CHUNK = 50_000
 
 
 def fit_labels(text: str) -> str:
@@ -110,46 +114,171 @@ def record_cycle(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> int:
     before = Poll.objects.filter(
         cycle_at=cycle_at, target_id__in=[o.target_id for o in outcomes]
     ).count()
-    Poll.objects.bulk_create(polls, ignore_conflicts=True)
+    if connection.vendor == "postgresql" and polls:
+        _insert_polls(polls)
+    else:
+        Poll.objects.bulk_create(polls, ignore_conflicts=True)
     _insert_observations(cycle_at, outcomes)
     _update_health(cycle_at, outcomes, timezone.now())
     return len(polls) - before
 
 
-def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> None:
-    """Plain ``executemany`` with ON CONFLICT DO NOTHING (PostgreSQL and SQLite alike).
+def _server_bound_cursor():
+    """A cursor on Django's PostgreSQL connection that binds parameters on the server,
+    in binary (Django's own cursors interpolate every parameter into the SQL text on the
+    client, quoting each string with a regular expression), wrapped as Django wraps its
+    cursors: query logging and counting, execute wrappers."""
+    import psycopg
 
-    This is the hottest write in the product, ~40 rows per engine per cycle: Django's
-    bulk_create compiles every row through the ORM and cost more than parsing the scrape.
-    Values are prepared by the model fields, so UUIDs and datetimes match the ORM's.
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    raw.format = psycopg.pq.Format.BINARY
+    return connection._prepare_cursor(raw)
+
+
+def _insert_polls(polls: list[Poll]) -> None:
+    """``bulk_create(polls, ignore_conflicts=True)`` on PostgreSQL, with the parameters
+    bound on the server: Django's client-side binding quoted every snapshot's JSON text
+    with a regular expression (~1 ms per engine per cycle in the profile). The values are
+    the ones the model's fields prepare; the snapshot is the JSON text Django would send."""
+
+    fields = [
+        Poll._meta.get_field(name)
+        for name in (
+            "target", "cycle_at", "ok", "error_kind", "error", "transient", "latency_ms",
+            "size_bytes", "snapshot", "recorded_at",
+        )
+    ]  # fmt: skip
+    recorded_at = timezone.now()
+    for poll in polls:
+        poll.recorded_at = recorded_at
+    columns = [[field.get_db_prep_save(getattr(p, field.attname), connection) for p in polls]
+               for field in fields]  # fmt: skip
+    snapshot = fields.index(Poll._meta.get_field("snapshot"))
+    columns[snapshot] = [json.dumps(p.snapshot) for p in polls]
+    types = ("uuid", "timestamptz", "bool", "text", "text", "bool", "float8", "int8", "text",
+             "timestamptz")  # fmt: skip
+    q = connection.ops.quote_name
+    names = ", ".join(q(field.column) for field in fields)
+    arrays = ", ".join(f"%s::{t}[]" for t in types)
+    picks = ", ".join(f"u.c{i}::jsonb" if i == snapshot else f"u.c{i}" for i in range(len(types)))
+    aliases = ", ".join(f"c{i}" for i in range(len(types)))
+    sql = (
+        # Identifiers come from the model and are quoted; values are parameters.
+        f"INSERT INTO {q(Poll._meta.db_table)} ({names}) SELECT {picks} "  # noqa: S608
+        f"FROM unnest({arrays}) AS u({aliases}) ON CONFLICT DO NOTHING"
+    )
+    with _server_bound_cursor() as cursor:
+        cursor.execute(sql, columns)
+
+
+def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) -> None:
+    """Insert the cycle's observations, ON CONFLICT DO NOTHING (PostgreSQL and SQLite).
+
+    This is the hottest write in the product, ~40-130 rows per engine per cycle. On
+    PostgreSQL the rows go as columns unnested by one INSERT (see ``_Columns``), where
+    a pipelined ``executemany`` (one Bind/Execute per row) cost ~6 ms of worker CPU and
+    ~4 ms of the backend's per engine. Elsewhere a plain ``executemany``. Values are
+    prepared by the model fields, so UUIDs and datetimes match the ORM's.
     """
     meta = Observation._meta
     target_field, time_field = meta.get_field("target"), meta.get_field("taken_at")
     taken_at = time_field.get_db_prep_value(cycle_at, connection)
-    rows = []
+    chunks = [_Columns()]
     for o in outcomes:
         if not o.ok or not o.observations:
             continue
-        target_id = target_field.get_db_prep_value(o.target_id, connection)
-        rows.extend(
-            (target_id, taken_at, s[:SIGNAL_MAX], fit_labels(labels), v)
-            for s, labels, v in o.observations
-        )
-    if not rows:
+        if len(chunks[-1].values) >= UNNEST_CHUNK:
+            chunks.append(_Columns())
+        chunks[-1].add(target_field.get_db_prep_value(o.target_id, connection), o.observations)
+    if not chunks[0].values:
         return
     q = connection.ops.quote_name
+    table = q(meta.db_table)
     columns = ", ".join(
         q(meta.get_field(name).column)
         for name in ("target", "taken_at", "signal", "labels", "value")
     )
+    if connection.vendor == "postgresql":
+        with _server_bound_cursor() as cursor:
+            for chunk in chunks:
+                chunk.insert(cursor, table, columns, taken_at)
+        return
     sql = (
         # Identifiers come from the model and are quoted; values are parameters.
-        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+        f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
         "ON CONFLICT DO NOTHING"
     )
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), 5000):
-            cursor.executemany(sql, rows[start : start + 5000])
+        for chunk in chunks:
+            targets = [chunk.ids[i - 1] for i in chunk.index]
+            rows = list(
+                zip(targets, [taken_at] * len(targets), *chunk.fitted(), chunk.values, strict=True)
+            )
+            for start in range(0, len(rows), 5000):
+                cursor.executemany(sql, rows[start : start + 5000])
+
+
+_SEP = "\x1f"  # between joined texts (ASCII unit separator)
+
+
+class _Columns:
+    """Observation rows as columns, built per target at C speed (``zip(*rows)``).
+
+    On PostgreSQL each column travels as one text parameter that the server splits
+    (``string_to_array``): joining strings and ``repr``-ing floats are C loops, where
+    psycopg dumps an array parameter element by element in Python. Floats keep every bit
+    (``repr`` round-trips and PostgreSQL reads it exactly). Targets go once each, rows
+    name theirs by position. A text holding the separator, or a single row (whose empty
+    text would split into no element), goes as arrays instead."""
+
+    def __init__(self) -> None:
+        self.ids: list = []
+        self.index: list[int] = []  # 1-based position in ids, per row
+        self.signals: list[str] = []
+        self.labels: list[str] = []
+        self.values: list[float] = []
+
+    def add(self, target_id, observations: Sequence[tuple[str, str, float]]) -> None:
+        self.ids.append(target_id)
+        signals, labels, values = zip(*observations, strict=True)
+        self.index.extend([len(self.ids)] * len(values))
+        self.signals.extend(signals)
+        self.labels.extend(labels)
+        self.values.extend(values)
+
+    def fitted(self) -> tuple[list[str], list[str]]:
+        """Signals and labels cut to their columns (rarely needed: checked in C first)."""
+        signals, labels = self.signals, self.labels
+        if max(map(len, signals)) > SIGNAL_MAX:
+            signals = [s[:SIGNAL_MAX] for s in signals]
+        if max(map(len, labels)) > LABELS_MAX:
+            labels = [fit_labels(label) for label in labels]
+        return signals, labels
+
+    def insert(self, cursor, table: str, columns: str, taken_at) -> None:
+        signals, labels = self.fitted()
+        n = len(self.values)
+        signal_text, label_text = _SEP.join(signals), _SEP.join(labels)
+        joinable = n > 1 and signal_text.count(_SEP) == label_text.count(_SEP) == n - 1
+        if joinable:
+            source = (
+                "unnest(string_to_array(%s, ',')::int[], string_to_array(%s, %s), "
+                "string_to_array(%s, %s), string_to_array(%s, ',')::float8[])"
+            )
+            params: tuple = (
+                ",".join(map(str, self.index)), signal_text, _SEP, label_text, _SEP,
+                ",".join(map(repr, map(float, self.values))),
+            )  # fmt: skip
+        else:
+            source = "unnest(%s::int[], %s::text[], %s::text[], %s::float8[])"
+            params = (self.index, signals, labels, [float(v) for v in self.values])
+        cursor.execute(
+            # Identifiers come from the model and are quoted; values are parameters.
+            f"INSERT INTO {table} ({columns}) SELECT (%s::uuid[])[u.i], %s, u.s, u.l, u.v "  # noqa: S608
+            f"FROM {source} AS u(i, s, l, v) ON CONFLICT DO NOTHING",
+            (self.ids, taken_at, *params),
+        )
 
 
 def record_observations(

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from probes import logfile, retention
+from probes import logfile, retention, window
 from probes.collect import fetch_all, query_all
 from probes.dispatch import due_polls
 from probes.kinds import Fetch, Read, kind_of
@@ -239,7 +239,9 @@ def poll_targets(targets: list[Target], cycle: datetime, *, budget_s: float | No
     history = _history(scraped, cycle)
     outcomes = [_outcome(t, fetched[str(t.pk)], history.get(t.pk, []), cycle) for t in scraped]
     outcomes += _prometheus_outcomes(prometheus, cycle, policy)
-    return record_cycle(cycle, outcomes)
+    stored = record_cycle(cycle, outcomes)
+    _keep_recent(cycle, outcomes, scraped)
+    return stored
 
 
 def _prometheus_outcomes(targets: list[Target], cycle: datetime, policy) -> list[PollOutcome]:
@@ -295,18 +297,50 @@ def _url(target: Target) -> str:
     return kind_of(target.kind).url(target.url, target.log_offset)
 
 
+# Rows of this process's recent engine polls (see probes.window); one per worker process.
+RECENT = window.Recent()
+# Rows of targets not polled for this long are dropped (deleted or disabled targets).
+FORGET_AFTER_S = 600.0
+
+
 def _history(targets: list[Target], cycle: datetime) -> dict:
-    """Earlier snapshots inside the window, oldest first, for windowed statistics."""
+    """Earlier polls inside the window, oldest first, for windowed statistics: each as a
+    row kept by this process when it has one, else its snapshot read from the database.
+
+    Which polls exist is asked of the database every cycle (keys only), so a poll made by
+    another process, or one deleted since, is never missed or used."""
+    windowed_targets = [t for t in targets if kind_of(t.kind).windowed]
+    if not windowed_targets:
+        return {}
     since = cycle - timedelta(seconds=WINDOW_S + 1)
-    rows = (
-        Poll.objects.filter(target__in=targets, ok=True, cycle_at__gte=since, cycle_at__lt=cycle)
-        .order_by("cycle_at")
-        .values_list("target_id", "cycle_at", "snapshot")
+    polls = Poll.objects.filter(
+        target__in=windowed_targets, ok=True, cycle_at__gte=since, cycle_at__lt=cycle
     )
-    history: dict = {}
-    for target_id, at, snapshot in rows:
-        history.setdefault(target_id, []).append((at.timestamp(), snapshot))
-    return history
+    wanted: dict = {t.pk: [] for t in windowed_targets}
+    cycle_of: dict[float, datetime] = {}  # each stamp's datetime as the database has it
+    for target_id, at in polls.order_by("cycle_at").values_list("target_id", "cycle_at"):
+        ts = at.timestamp()
+        cycle_of.setdefault(ts, at)
+        wanted[target_id].append(ts)
+    missing, stamps = RECENT.missing(wanted)
+    if missing:
+        times = [cycle_of[ts] for ts in sorted(stamps)]
+        loaded = polls.filter(target__in=missing, cycle_at__in=times).values_list(
+            "target_id", "cycle_at", "snapshot"
+        )
+        for target_id, at, snapshot in loaded:
+            RECENT.keep(target_id, at.timestamp(), window.to_row(snapshot))
+    RECENT.forget_older_than(since.timestamp() - FORGET_AFTER_S)
+    return RECENT.history(wanted)
+
+
+def _keep_recent(cycle: datetime, outcomes: list[PollOutcome], targets: list[Target]) -> None:
+    """After the cycle is stored: keep its good engine snapshots for the next cycles."""
+    windowed_ids = {t.pk for t in targets if kind_of(t.kind).windowed}
+    ts = cycle.timestamp()
+    for outcome in outcomes:
+        if outcome.ok and outcome.target_id in windowed_ids:
+            RECENT.keep(outcome.target_id, ts, window.to_row(outcome.snapshot))
 
 
 def _outcome(target: Target, fetched, history: list, cycle: datetime) -> PollOutcome:

@@ -25,6 +25,7 @@ so the arithmetic is the same to the last bit. Range selection is left-open
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -182,13 +183,19 @@ def bucket_quantile(
 
     ``ignore_small_deltas=False`` is the pre-2.49 monotonicity fix (running maximum only).
     """
+    if math.isnan(q) or not 0 <= q <= 1:
+        return _quantile_of(q, None)
+    return _quantile_of(q, _prepared(buckets, ignore_small_deltas))
+
+
+def _quantile_of(q: float, coalesced: list[list[float]] | None) -> float:
+    """``bucket_quantile`` on buckets already through ``_prepared``."""
     if math.isnan(q):
         return math.nan
     if q < 0:
         return -math.inf
     if q > 1:
         return math.inf
-    coalesced = _prepared(buckets, ignore_small_deltas)
     if coalesced is None:
         return math.nan
     rank = q * coalesced[-1][1]
@@ -216,8 +223,12 @@ def bucket_interval(
     gives ``(second-highest bound, inf)``. None where the quantile is NaN."""
     if math.isnan(q) or not 0 <= q <= 1:
         return None
-    coalesced = _prepared(buckets, ignore_small_deltas)
-    if coalesced is None:
+    return _interval_of(q, _prepared(buckets, ignore_small_deltas))
+
+
+def _interval_of(q: float, coalesced: list[list[float]] | None) -> tuple[float, float] | None:
+    """``bucket_interval`` on buckets already through ``_prepared``."""
+    if math.isnan(q) or not 0 <= q <= 1 or coalesced is None:
         return None
     idx = _rank_index(coalesced, q * coalesced[-1][1])
     if idx == len(coalesced) - 1:
@@ -291,7 +302,7 @@ def histogram_quantiles_and_buckets_over_window(
         r = rate(points, range_s, eval_time)
         if r is not None:
             rates.append((float(bound), r))
-    return [(bucket_quantile(q, rates), bucket_interval(q, rates)) for q in qs]
+    return quantiles_and_buckets(qs, rates)
 
 
 def observed_increase(points: Sequence[Point], range_s: float, eval_time: float) -> float | None:
@@ -317,3 +328,100 @@ def sampled_span(times: Sequence[float], range_s: float, eval_time: float) -> fl
     start, end = _ms(eval_time) - _ms(range_s), _ms(eval_time)
     inside = [_ms(t) for t in times if start < _ms(t) <= end]
     return (end - min(inside)) / 1000 if inside else 0.0
+
+
+class Grid:
+    """One window's sample times, selected once for the many series sampled at them.
+
+    An engine scrape carries ~250 counters and buckets, all sampled at the same scrape
+    times. ``rate``/``observed_increase`` select, sort and convert those times per series;
+    a grid does it once, and each series pays only for its values. Every figure is the
+    same float operations in the same order as ``rate`` and ``observed_increase`` on the
+    series' points, so the results are identical to the last bit (a test compares them).
+
+    ``times`` is every sample time, in any order; a series given to a grid has a value
+    at each of them (``values[i]`` at ``times[i]``).
+    """
+
+    __slots__ = ("_inside", "_rate_parts", "_slice", "span")
+
+    def __init__(self, times: Sequence[float], range_s: float, eval_time: float) -> None:
+        start, end = _ms(eval_time) - _ms(range_s), _ms(eval_time)
+        stamps = [_ms(t) for t in times]
+        order = sorted(range(len(times)), key=times.__getitem__)
+        self._inside = [i for i in order if start < stamps[i] <= end]
+        # The usual case: the window is a run of the times as given (oldest first).
+        run = range(self._inside[0], self._inside[-1] + 1) if self._inside else None
+        self._slice = slice(run.start, run.stop) if run and self._inside == list(run) else None
+        inside = [stamps[i] for i in self._inside]
+        self.span = (end - min(inside)) / 1000 if inside else 0.0
+        self._rate_parts: tuple[float, float, float, float, float, float] | None = None
+        if len(inside) >= 2:
+            first_t, last_t = inside[0], inside[-1]
+            to_start = (first_t - start) / 1000
+            to_end = (end - last_t) / 1000
+            sampled = (last_t - first_t) / 1000
+            average = sampled / (len(inside) - 1)
+            self._rate_parts = (
+                to_start, to_end, sampled, average, average * 1.1, _ms(range_s) / 1000
+            )  # fmt: skip
+
+    def _grown(self, values: Sequence[float]) -> tuple[float, float] | None:
+        """(first value in the window, increase with counter resets added back)."""
+        if self._rate_parts is None:
+            return None
+        window = values[self._slice] if self._slice else [values[i] for i in self._inside]
+        first_v = window[0]
+        result = window[-1] - first_v
+        # Counter resets are rare: look for one in C before walking the window.
+        if any(map(operator.lt, window[1:], window)):
+            prev = first_v
+            for value in window:
+                if value < prev:
+                    result += prev
+                prev = value
+        return first_v, result
+
+    def rate(self, values: Sequence[float]) -> float | None:
+        """``rate(values[range])`` at the grid's evaluation time (see :func:`rate`)."""
+        grown = self._grown(values)
+        if grown is None:
+            return None
+        first_v, result = grown
+        assert self._rate_parts is not None
+        to_start, to_end, sampled, average, threshold, range_seconds = self._rate_parts
+        if to_start >= threshold:
+            to_start = average / 2
+        if result > 0 and first_v >= 0:
+            to_start = min(to_start, sampled * (first_v / result))
+        if to_end >= threshold:
+            to_end = average / 2
+        factor = (sampled + to_start + to_end) / sampled if sampled != 0 else 1.0
+        factor /= range_seconds
+        return result * factor
+
+    def observed_increase(self, values: Sequence[float]) -> float | None:
+        """See :func:`observed_increase`."""
+        grown = self._grown(values)
+        return None if grown is None else grown[1]
+
+    def quantiles_and_buckets(
+        self, qs: Sequence[float], bucket_values: Mapping[float, Sequence[float]]
+    ) -> list[tuple[float, tuple[float, float] | None]]:
+        """:func:`histogram_quantiles_and_buckets_over_window` for buckets sampled on
+        the grid (``le`` -> values)."""
+        rates = []
+        for bound, values in bucket_values.items():
+            r = self.rate(values)
+            if r is not None:
+                rates.append((float(bound), r))
+        return quantiles_and_buckets(qs, rates)
+
+
+def quantiles_and_buckets(
+    qs: Sequence[float], buckets: Sequence[tuple[float, float]]
+) -> list[tuple[float, tuple[float, float] | None]]:
+    """``[(bucket_quantile(q, buckets), bucket_interval(q, buckets)) for q in qs]``, with
+    the buckets sorted, coalesced and made monotonic once instead of twice per q."""
+    coalesced = _prepared(buckets, True)
+    return [(_quantile_of(q, coalesced), _interval_of(q, coalesced)) for q in qs]

@@ -141,3 +141,84 @@ def test_one_scrape_gives_the_engines_request_lengths_since_it_started():
     assert not {"prompt_tokens_per_request", "output_tokens_per_request"} & {
         s for s, _, _ in fresh.observations
     }
+
+
+def _per_point_reference(snapshot: dict, history: list, now_ts: float) -> list:
+    """The windowed values as each series' own points give them (the original reading,
+    one series at a time): what the columnar fast path must reproduce to the bit."""
+    from probes.parsing import windowed
+
+    out = list(observe.lifetime_lengths(snapshot))  # from the one scrape, not windowed
+    series = [*history, (now_ts, snapshot)]
+    span = windowed.sampled_span([ts for ts, _ in series], 60.0, now_ts)
+    if span > 0:
+        out.append(("scrape_span_s", "", span))
+    for key in snapshot["counters"]:
+        points = [(ts, s["counters"][key]) for ts, s in series if key in s["counters"]]
+        value = windowed.rate(points, 60.0, now_ts)
+        if observe._finite(value):
+            out.append((f"{key.removesuffix('_total')}_rate", "", value))
+    for key in snapshot["histograms"]:
+        buckets: dict = {}
+        counts, sums = [], []
+        for ts, s in series:
+            h = s["histograms"].get(key)
+            if not h:
+                continue
+            for le, count in h["buckets"]:
+                buckets.setdefault(float(le), []).append((ts, count))
+            if h["count"] is not None and h["sum"] is not None:
+                counts.append((ts, h["count"]))
+                sums.append((ts, h["sum"]))
+        quantiles = windowed.histogram_quantiles_and_buckets_over_window(
+            observe.QUANTILES, buckets, 60.0, now_ts
+        )
+        out.extend(
+            observe._histogram_figures(
+                key,
+                quantiles,
+                windowed.rate(counts, 60.0, now_ts),
+                windowed.rate(sums, 60.0, now_ts),
+                windowed.observed_increase(counts, 60.0, now_ts),
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("layout_change", [False, True])
+def test_windowed_values_on_columns_equal_each_series_own_points(layout_change):
+    """Thirteen scrapes growing unevenly, one counter reset, 5 s apart; kept rows
+    (``probes.window``), dicts read back as JSON, and a scrape whose series differ."""
+    from probes import window
+
+    text = SGLANG.read_text()
+    history: list = []
+    snapshots = []
+    for i, factor in enumerate([1, 1.5, 2, 2, 3.5, 0.5, 1, 1.2, 4, 5, 5.5, 6, 8]):
+        now = 1000.0 + 5 * i
+        seen = observe.observe_engine(_scaled(text, factor), history, now, 60.0)
+        snapshot = seen.snapshot
+        if layout_change and i == 7:
+            snapshot = json.loads(json.dumps(snapshot))
+            snapshot["counters"].pop(next(iter(snapshot["counters"])))
+            del snapshot["histograms"][next(iter(snapshot["histograms"]))]
+        snapshots.append((now, snapshot))
+        windowed_part = [o for o in seen.observations if not _is_gauge(o, snapshot)]
+        assert windowed_part == _per_point_reference(
+            seen.snapshot, [(ts, _as_dict(h)) for ts, h in history], now
+        )
+        # Alternate kept rows and JSON dicts, as the poll's history mixes them.
+        history.append(
+            (now, window.to_row(snapshot) if i % 2 else json.loads(json.dumps(snapshot)))
+        )
+    assert any(s.endswith("_p99") for s, _, _ in seen.observations)
+
+
+def _as_dict(h):
+    from probes import window
+
+    return h if isinstance(h, dict) else window.to_snapshot(h)
+
+
+def _is_gauge(observation, snapshot) -> bool:
+    return observation[0] in snapshot["gauges"]

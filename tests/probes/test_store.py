@@ -126,3 +126,29 @@ def test_a_cycle_costs_a_bounded_number_of_queries(team, django_assert_max_num_q
         assert record_cycle(CYCLE, outcomes) == 60
     assert Target.objects.filter(consecutive_failures=1).count() == 20
     assert Target.objects.filter(last_success_at__isnull=False).count() == 40
+
+
+def test_observation_values_and_texts_are_stored_exactly(targets):
+    """The PostgreSQL insert sends columns as joined text: every float keeps its bits, a
+    text holding the separator and a lone row with empty labels are stored as given."""
+    values = [0.1 + 0.2, 1e-300, 123456789.12345679, -2.5e18, 5e-324, 7]
+    many = PollOutcome(
+        target_id=targets[0].pk,
+        ok=True,
+        observations=[(f"s{i}", "", v) for i, v in enumerate(values)],
+    )
+    odd = PollOutcome(
+        target_id=targets[1].pk,
+        ok=True,
+        observations=[("a", "gpu=0\x1fhost=x", 1.0), ("a", "gpu=1", 2.0)],
+    )
+    lone = PollOutcome(target_id=targets[2].pk, ok=True, observations=[("b", "", 3.0)])
+    for batch in ([many, odd, lone], [lone], [odd]):
+        Observation.objects.all().delete()
+        Poll.objects.all().delete()
+        record_cycle(CYCLE, batch)
+        stored = set(Observation.objects.values_list("target_id", "signal", "labels", "value"))
+        expected = {
+            (o.target_id, s, labels, float(v)) for o in batch for s, labels, v in o.observations
+        }
+        assert stored == expected

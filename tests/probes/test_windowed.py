@@ -145,3 +145,58 @@ def test_observed_increase_counts_what_happened_without_extrapolating():
     assert sampled_span([10.0, 15.0, 20.0], 60, 20.0) == 10.0
     assert sampled_span([10.0, 15.0, 20.0], 7, 20.0) == 5.0  # left-open window
     assert sampled_span([20.0], 60, 20.0) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(-10, 1e6, allow_nan=False), min_size=1, max_size=16),
+    st.lists(st.floats(0, 90), min_size=1, max_size=16),
+    st.floats(1, 90),
+    st.floats(0, 20),
+    st.booleans(),
+)
+def test_a_grid_gives_each_series_exactly_what_its_own_points_give(
+    values, times, window, after, shuffled
+):
+    """Windowed figures of series sharing sample times, selected once: bit-identical to the
+    per-series functions, whatever the order, gaps, resets or window edges."""
+    from probes.parsing.windowed import (
+        Grid,
+        histogram_quantiles_and_buckets_over_window,
+        observed_increase,
+        sampled_span,
+    )
+
+    n = min(len(values), len(times))
+    times, values = times[:n], values[:n]
+    if shuffled:
+        times = times[::-1]
+    now = max(times) + after
+    grid = Grid(times, window, now)
+    points = list(zip(times, values, strict=True))
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    assert same(grid.rate(values), rate(points, window, now))
+    assert same(grid.observed_increase(values), observed_increase(points, window, now))
+    assert grid.span == sampled_span(times, window, now)
+    doubled = [2 * v for v in values]
+    buckets = {1.0: values, INF: doubled}
+    expected = histogram_quantiles_and_buckets_over_window(
+        (0.5, 0.99),
+        {1.0: points, INF: list(zip(times, doubled, strict=True))},
+        window,
+        now,
+    )
+    got = grid.quantiles_and_buckets((0.5, 0.99), buckets)
+    assert all(same(a[0], b[0]) and a[1] == b[1] for a, b in zip(got, expected, strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(bucket_lists, st.lists(st.floats(-0.5, 1.5), min_size=1, max_size=4))
+def test_quantiles_and_buckets_at_once_equal_each_one_alone(buckets, qs):
+    from probes.parsing.windowed import bucket_interval, quantiles_and_buckets
+
+    got = quantiles_and_buckets(qs, buckets)
+    for q, (value, bucket) in zip(qs, got, strict=True):
+        alone = bucket_quantile(q, buckets)
+        assert value == alone or (math.isnan(value) and math.isnan(alone))
+        assert bucket == bucket_interval(q, buckets)
