@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import re
 
 import pytest
 
 from probes.net import (
+    METADATA_NAMES,
     FetchPolicy,
     ProbeError,
     afetch,
     check_address,
+    check_registered_url,
     guarded_async_client,
+    literal_address,
     parse_networks,
+    resolve_checked,
 )
 from tests.support.hostile import guarded_fetch, hostile_server
 
@@ -298,3 +303,54 @@ def test_a_probe_error_reads_as_kind_then_message():
     assert str(ProbeError("redirect", "to another origin", transient=False)) == (
         "redirect: to another origin"
     )
+
+
+# Refused by name, before any DNS answer is asked for (issue 19.14: the runner of the
+# mutation run is this file, and removing a name or inverting the check left it green).
+@pytest.mark.parametrize("name", sorted(METADATA_NAMES))
+@pytest.mark.parametrize("spelling", [str, str.upper, lambda n: n + "."])
+def test_every_metadata_name_is_refused_by_name_at_registration_and_at_connection(name, spelling):
+    asked: list[str] = []
+
+    def public(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["8.8.8.8"]
+
+    policy = dataclasses.replace(EVERYWHERE, resolver=public)
+    host = spelling(name)
+    with pytest.raises(ProbeError) as registered:
+        check_registered_url(f"http://{host}/latest/meta-data/", policy)
+    with pytest.raises(ProbeError) as connected:
+        resolve_checked(host, 80, policy)
+    for error in (registered.value, connected.value):
+        assert error.kind == "blocked-address" and "cloud metadata service" in error.message
+    assert asked == []
+
+
+def test_an_ordinary_name_is_left_to_the_connection_and_resolved_there():
+    asked: list[str] = []
+
+    def public(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["8.8.8.8", "8.8.4.4"]
+
+    policy = dataclasses.replace(EVERYWHERE, resolver=public)
+    check_registered_url("http://metadata.example.com:8000/metrics", policy)  # no DNS here
+    assert asked == []
+    assert resolve_checked("metadata.example.com", 8000, policy) == "8.8.8.8"
+    assert asked == ["metadata.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("169.254.169.254", "169.254.169.254"),
+        ("2852039166", "169.254.169.254"),
+        ("0xa9fea9fe", "169.254.169.254"),
+        ("[fe80::1%eth0]", "fe80::1"),
+        ("[::1]", "::1"),
+        ("probe.example.com", None),
+    ],
+)
+def test_literal_address_reads_what_the_resolver_would_read_without_dns(host, address):
+    assert literal_address(host) == address
