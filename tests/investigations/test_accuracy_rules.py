@@ -115,6 +115,8 @@ def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
     observations = {
         ("engine", "itl_p99"): [("", flat(0.26))],
         ("artifact", "artifact_prefill_step_excess_ms"): [("", [(NOW - 60, 3.0 * chunk_ms)])],
+        # Enough steps for its slowest to rule out one oversized step in a hundred.
+        ("artifact", "artifact_step_count"): [("", [(NOW - 60, 400.0)])],
         **_clocks([1410, 1410, 705, 1410]),
     }
     result = evaluate(playbooks()["itl-spikes"], budget, observations, NOW)
@@ -336,3 +338,41 @@ def test_a_window_of_a_request_or_two_gives_no_length_of_its_own():
     }
     counted = high_ttft({**walkthrough_1(), **lifetime, **enough}).expected
     assert counted["expected.avg_prompt_tokens"] == pytest.approx(2000)  # the window's own
+
+
+# --- a preemption storm is no steady state for "KV held by the running requests" ------
+
+
+def _storm(preemptions_per_s: float) -> dict:
+    """Thirty requests running in a full cache (0.99). At the window's averages (2,000-token
+    prompts, 1,100 out) they hold 30 x (2,000 + 550) / 114,688 = 0.67 halfway through
+    their output: 0.32 unexplained, past the 0.3 that says "held by nobody"."""
+    return walkthrough_1(
+        {
+            ("engine", "requests_running"): [("", flat(30))],
+            ("engine", "kv_cache_usage"): [("", flat(0.99))],
+            ("engine", "preemptions_rate"): [("", flat(preemptions_per_s))],
+        }
+    )
+
+
+def test_a_preemption_storm_does_not_make_a_leak_of_the_running_requests_kv():
+    """Drawn kv-pressure+tp-straggler seed 72: in a storm the requests left running are the
+    furthest along (the latest arrivals are evicted, their tokens recomputed, finishes
+    stall), so the steady-state estimate read 0.62 where they held 0.975: KV pressure was
+    vetoed and a leak confirmed. With preemptions in the window, "held by nobody" is
+    measured against every running request at its full length."""
+    result = high_ttft(_storm(23 / 300))
+    expected = result.expected
+    assert expected["expected.kv_usage_of_running"] == pytest.approx(30 * 2550 / 114688)
+    assert expected["expected.kv_usage_of_running_most"] == pytest.approx(30 * 3100 / 114688)
+    assert result.find("kv-block-leak").suggestion != "confirm"
+    assert result.find("kv-cache-pressure").suggestion == "confirm"
+    assert result.ranking[0] == "kv-cache-pressure"
+
+
+def test_without_preemptions_the_steady_state_estimate_stands():
+    result = high_ttft(_storm(0.0))
+    expected = result.expected
+    assert expected["expected.kv_usage_of_running_most"] == expected["expected.kv_usage_of_running"]
+    assert result.find("kv-block-leak").suggestion == "confirm"
