@@ -656,7 +656,10 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     clock_stretch = (
         max(1.0, full_clock / slowest) if full_clock and slowest and slowest > 0 else 1.0
     )
+    decoding = reduce(Measure("requests_running", "engine", "mean", 300), observations, now)
+    prefill_wall_s = prefill_wall(budget, avg_prompt, prompt_rate, decoding or 0.0, clock_stretch)
     return {
+        "expected.prefill_wall_s": prefill_wall_s,
         "expected.clock_stretch": clock_stretch,
         "expected.full_sm_clock_mhz": full_clock,
         "expected.kv_capacity_tokens": float(capacity),
@@ -670,6 +673,46 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.kv_usage_of_running_most": kv_of_running_most,
         "expected.prefill_s": prefill_s,
     }
+
+
+# Past this share of the prefill lane busy, the wall time a prompt's prefill takes is the
+# queue's, not the kernels': no expectation is given (a check against it is inconclusive).
+MAX_PREFILL_LANE_LOAD = 0.9
+
+
+def prefill_wall(
+    budget: b.Budget,
+    avg_prompt: float | None,
+    prompt_rate: float | None,
+    decoding: float = 0.0,
+    stretch: float = 1.0,
+) -> float | None:
+    """The wall time one prompt's prefill should take beside the requests it shares the
+    engine's steps with.
+
+    ``expected.prefill_s`` is a prompt alone: a full chunk a step. An engine's prefill
+    time runs from a request's first scheduling to its first token, and each step's token
+    budget goes to the running decodes first (one token each), so the prompts get
+    ``max_num_batched_tokens - decoding`` tokens a step; those are shared by every prompt
+    being prefilled, busy a share ``u`` of the time (prompt tokens a second x a step's
+    seconds / the prompts' tokens a step, at the clocks the GPUs run), and each prompt's
+    chunks come 1 / (1 - u) as slowly, as in any processor-sharing server. Healthy draws
+    read twice ``prefill_s`` and confirmed "slow prefill" on this arithmetic alone.
+    Without a prompt rate the steps are taken as the prompt's own; where the decodes or
+    the prompts leave less than ``1 - MAX_PREFILL_LANE_LOAD`` of the budget there is no
+    expectation (the wait is the queue's, not the kernels')."""
+    if not avg_prompt:
+        return None
+    chunk = budget.max_num_batched_tokens
+    per_step = chunk - max(0.0, decoding)
+    if per_step < chunk * (1 - MAX_PREFILL_LANE_LOAD):
+        return None
+    steps = max(1, math.ceil(avg_prompt / per_step))
+    step_s = b.mixed_step_ceiling_ms(budget) / 1000
+    load = (prompt_rate or 0.0) * step_s * stretch / per_step
+    if load >= MAX_PREFILL_LANE_LOAD:
+        return None
+    return steps * step_s / (1 - load)
 
 
 def capacity_source(expected: Mapping[str, float | None]) -> str:

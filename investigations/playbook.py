@@ -44,6 +44,7 @@ REDUCERS = ("last", "max", "min", "mean", "sum", "increase", "spread")
 EXPECTED = frozenset(
     {
         "prefill_s",
+        "prefill_wall_s",
         "kv_usage_of_running",
         "kv_usage_of_running_most",
         "avg_prompt_tokens",

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from deployments.budget import Budget
-from investigations.evaluation import MIN_MEAN_OBSERVATIONS, evaluate, expected_values
+from investigations.evaluation import (
+    MIN_MEAN_OBSERVATIONS,
+    evaluate,
+    expected_values,
+    prefill_wall,
+)
 from investigations.playbook import playbooks
 from tests.investigations.test_evaluation import NOW, flat, walkthrough_1
 
@@ -96,14 +101,38 @@ def test_prefill_stretched_by_a_slow_rank_is_not_slow_prefill():
     replica with one rank at half its clock, the clock predicts 2x: the rest is within the
     budget's 25 %, and slow prefill kernels are ruled out."""
     budget = Budget(sm_clock_mhz=1410)
-    slow = {("engine", "prefill_time_mean"): [("", flat(2.4 * 4 * 0.06292))]}
+    # Walkthrough 1's lane: 2,000-token prompts at 3,000 tokens a second beside 40 decodes.
+    on_full = prefill_wall(budget, 2000, 3000, 40)
+    assert on_full is not None
+    slow = {("engine", "prefill_time_mean"): [("", flat(2.4 * on_full))]}
     full = walkthrough_1({**slow, **_clocks([1410] * 4)})
     result = evaluate(playbooks()["high-ttft"], budget, full, NOW)
     assert result.find("prefill-slow").checks[0].outcome == "confirm"
     halved = walkthrough_1({**slow, **_clocks([1410, 1410, 705, 1410])})
     check = evaluate(playbooks()["high-ttft"], budget, halved, NOW).find("prefill-slow").checks[0]
     assert check.outcome == "eliminate"
-    assert check.confirm_threshold == pytest.approx(2 * 4 * 0.06292 * 2.0, rel=0.01)
+    # The slow rank stretches the steps and so loads the lane more: both are the rank's.
+    on_half = prefill_wall(budget, 2000, 3000, 40, stretch=2.0)
+    assert on_half is not None
+    assert check.confirm_threshold == pytest.approx(2 * on_half * 2.0, rel=0.01)
+
+
+def test_a_prompts_prefill_shares_its_steps_with_the_decodes_and_the_other_prompts():
+    """Healthy draws read prefill at twice one prompt's arithmetic and confirmed "slow
+    prefill": the engine's prefill time is wall time from first scheduling, and each step's
+    512 tokens go to the running decodes first, the rest shared by every prompt in prefill."""
+    alone = prefill_wall(ATLAS, 2000, None)
+    assert alone == pytest.approx(4 * 0.06292)  # expected.prefill_s: four full chunks
+    beside = prefill_wall(ATLAS, 2000, None, decoding=40)
+    assert beside == pytest.approx(5 * 0.06292)  # 472 tokens a step: five steps
+    busy = prefill_wall(ATLAS, 2000, 3000, decoding=40)
+    load = 3000 * 0.06292 / 472  # the lane 40 % busy
+    assert busy == pytest.approx(5 * 0.06292 / (1 - load))
+    assert prefill_wall(ATLAS, 2000, 3000, decoding=480) is None  # decodes take the budget
+    assert prefill_wall(ATLAS, 2000, 8000) is None  # prompts arrive faster than it drains
+    assert prefill_wall(ATLAS, None, 3000) is None
+    expected = high_ttft(walkthrough_1()).expected
+    assert expected["expected.prefill_wall_s"] == pytest.approx(busy)
 
 
 def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():

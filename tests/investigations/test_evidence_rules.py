@@ -340,7 +340,9 @@ def slow_prefill_view() -> dict:
             "preemptions_rate": 0.0,
             "prompt_tokens_rate": 2000 * 1.5,
             "e2e_count_rate": 1.5,
-            "prefill_time_mean": 2.4 * 4 * 0.06292,
+            # 2.4x one 2,000-token prompt's wall time beside 20 decodes and a prefill lane
+            # 38 % busy: 5 steps of 492 tokens at 62.92 ms / (1 - 0.384) = 0.51 s.
+            "prefill_time_mean": 2.4 * 5 * 0.06292 / (1 - 3000 * 0.06292 / 492),
             "prefill_time_window_count": 60,
             "queue_time_p95": 0.05,
             "queue_time_p95_lo": 0.025,
