@@ -154,6 +154,7 @@ class CheckResult:
             "bucket": "needs a finer bucket or a clearer value",
             "samples": "needs more samples",
             "observations": "needs more observations",
+            "rare": "needs evidence that sees rare steps (a deeper quantile, a longer trace)",
         }.get(self.held, "needs more data")
 
 

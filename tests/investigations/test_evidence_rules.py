@@ -273,6 +273,7 @@ def test_a_p99_below_the_budget_does_not_rule_out_one_oversized_step_in_a_hundre
     check = chunks.checks[0]
     assert (check.outcome, check.held) == ("inconclusive", "rare")
     assert "does not see steps rarer than 1 in 100" in check.reason
+    assert check.needs_more.startswith("needs evidence that sees rare steps")
     assert chunks.suggestion == "inconclusive"
     over = itl_spikes({"iteration_tokens_p99": 8192, "iteration_tokens_p99_lo": 8192})
     assert over.find("oversized-prefill-chunks").checks[0].outcome == "confirm"
