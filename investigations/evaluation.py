@@ -14,8 +14,9 @@ of its ancestors'), and the tree is ranked by it. Two rules are absolute:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deployments import budget as b
@@ -63,6 +64,20 @@ _SAMPLES = {"last": 1, "sum": 1, "spread": 1, "increase": 2, "mean": 2, "max": 2
 # least this fraction of the window; before that it "needs ≥ N s more data".
 WINDOW_COVERAGE = 0.25
 _WINDOW_CLAIMS = {"max": ("<", "<="), "min": (">", ">=")}
+# A trace's per-step reductions and the signal that counts the steps behind them: its
+# maximum "stayed below" sees a cause in a share ``rarest`` of the steps only once that
+# share would have put about EXPECTED_EVENTS steps in the trace (0.01: 300 steps; a
+# 200-step trace expects two).
+STEP_COUNTED = {
+    ("artifact", signal): "artifact_step_count"
+    for signal in (
+        "artifact_prefill_step_excess_ms",
+        "artifact_max_new_tokens_per_step",
+        "artifact_step_max_ms",
+        "artifact_step_p99_ms",
+    )
+}
+_QUANTILE = re.compile(r"_p(\d+)$")
 
 # Engine signals a log's stats lines also give (probes.observe): read from the log only
 # when no engine target reported the signal, so a log-only investigation has evidence.
@@ -139,6 +154,7 @@ class CheckResult:
             "bucket": "needs a finer bucket or a clearer value",
             "samples": "needs more samples",
             "observations": "needs more observations",
+            "rare": "needs evidence that sees rare steps (a deeper quantile, a longer trace)",
         }.get(self.held, "needs more data")
 
 
@@ -497,6 +513,12 @@ def _anecdote(observations: Observations, counted: str, now: float) -> bool:
     return count is not None and count < MIN_MEAN_OBSERVATIONS
 
 
+def _preempting(observations: Observations, now: float) -> bool:
+    """Preemptions showed in the last window (a storm: the steady state is gone)."""
+    rate = reduce(Measure("preemptions_rate", "engine", "max", 300), observations, now)
+    return rate is not None and rate > 0
+
+
 def _lifetime(observations: Observations, signal: str, now: float) -> float | None:
     """The latest of an engine's since-start averages (a positive one), or None."""
     value = reduce(Measure(signal, "engine", "last", 300), observations, now)
@@ -601,6 +623,21 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         if running is not None and avg_prompt and avg_output is not None
         else None
     )
+    # The estimate above assumes a steady state: requests finish at the rate they start and
+    # those running sit, on average, halfway through their output. A preemption storm
+    # breaks it (preempted requests recompute their tokens, finishes stall, and the requests
+    # left running are the ones that got furthest: the scheduler evicts the latest
+    # arrivals), so "held by the running requests" reads low: 0.62 of the cache where they
+    # held 0.975 (a drawn KV storm, the pressure vetoed and a leak confirmed). Where
+    # preemptions show in the window, a claim that KV is held by nobody is measured against
+    # every running request at its full length (``expected.kv_usage_of_running_most``);
+    # outside a storm the two are the same.
+    kv_of_running_most = kv_of_running
+    if kv_of_running is not None and _preempting(observations, now):
+        kv_of_running_most = min(
+            1.0,
+            running * held_tokens(avg_prompt + avg_output, kv.block_size) / capacity,  # type: ignore[operator]
+        )
     prefill_s = None
     if avg_prompt:
         steps = b.prefill_steps(budget, math.ceil(avg_prompt))
@@ -620,7 +657,10 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     clock_stretch = (
         max(1.0, full_clock / slowest) if full_clock and slowest and slowest > 0 else 1.0
     )
+    decoding = reduce(Measure("requests_running", "engine", "mean", 300), observations, now)
+    prefill_wall_s = prefill_wall(budget, avg_prompt, prompt_rate, decoding or 0.0, clock_stretch)
     return {
+        "expected.prefill_wall_s": prefill_wall_s,
         "expected.clock_stretch": clock_stretch,
         "expected.full_sm_clock_mhz": full_clock,
         "expected.kv_capacity_tokens": float(capacity),
@@ -631,8 +671,49 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.avg_prompt_tokens": avg_prompt,
         "expected.avg_context_tokens": avg_context,
         "expected.kv_usage_of_running": kv_of_running,
+        "expected.kv_usage_of_running_most": kv_of_running_most,
         "expected.prefill_s": prefill_s,
     }
+
+
+# Past this share of the prefill lane busy, the wall time a prompt's prefill takes is the
+# queue's, not the kernels': no expectation is given (a check against it is inconclusive).
+MAX_PREFILL_LANE_LOAD = 0.9
+
+
+def prefill_wall(
+    budget: b.Budget,
+    avg_prompt: float | None,
+    prompt_rate: float | None,
+    decoding: float = 0.0,
+    stretch: float = 1.0,
+) -> float | None:
+    """The wall time one prompt's prefill should take beside the requests it shares the
+    engine's steps with.
+
+    ``expected.prefill_s`` is a prompt alone: a full chunk a step. An engine's prefill
+    time runs from a request's first scheduling to its first token, and each step's token
+    budget goes to the running decodes first (one token each), so the prompts get
+    ``max_num_batched_tokens - decoding`` tokens a step; those are shared by every prompt
+    being prefilled, busy a share ``u`` of the time (prompt tokens a second x a step's
+    seconds / the prompts' tokens a step, at the clocks the GPUs run), and each prompt's
+    chunks come 1 / (1 - u) as slowly, as in any processor-sharing server. Healthy draws
+    read twice ``prefill_s`` and confirmed "slow prefill" on this arithmetic alone.
+    Without a prompt rate the steps are taken as the prompt's own; where the decodes or
+    the prompts leave less than ``1 - MAX_PREFILL_LANE_LOAD`` of the budget there is no
+    expectation (the wait is the queue's, not the kernels')."""
+    if not avg_prompt:
+        return None
+    chunk = budget.max_num_batched_tokens
+    per_step = chunk - max(0.0, decoding)
+    if per_step < chunk * (1 - MAX_PREFILL_LANE_LOAD):
+        return None
+    steps = max(1, math.ceil(avg_prompt / per_step))
+    step_s = b.mixed_step_ceiling_ms(budget) / 1000
+    load = (prompt_rate or 0.0) * step_s * stretch / per_step
+    if load >= MAX_PREFILL_LANE_LOAD:
+        return None
+    return steps * step_s / (1 - load)
 
 
 def capacity_source(expected: Mapping[str, float | None]) -> str:
@@ -794,6 +875,9 @@ def _held_back(
             f"on both sides of {threshold:.4g}",
             None,
         )
+    rare = _too_rare(check, op, evidence)
+    if rare is not None:
+        return ("rare", rare, None)
     if evidence.kind == "rate":
         needed = required_span_s(op, threshold, check.min_rate)
         if evidence.span_s < needed:
@@ -827,6 +911,40 @@ def _held_back(
                     f"seen over {needed:.0f} s at least)",
                     more,
                 )
+    return None
+
+
+def quantile_of(signal: str) -> float | None:
+    """The quantile a signal's name carries (``iteration_tokens_p99`` -> 0.99)."""
+    match = _QUANTILE.search(signal)
+    return float(f"0.{match.group(1)}") if match else None
+
+
+def _too_rare(check: Check, op: str, evidence: Evidence) -> str | None:
+    """Why "stayed below" cannot rule out a cause that matters in a share ``check.rarest``
+    of the steps, or None. A quantile q does not see values in a share of 1 - q or less
+    (at exactly 1 - q the rank sits on the edge between the cause's steps and the rest:
+    a p99 reads 256 tokens while one step in a hundred carries 4,096). A trace's maximum
+    sees the share once it would have put EXPECTED_EVENTS steps in the trace."""
+    rarest = check.rarest
+    if rarest is None or op not in ("<", "<="):
+        return None
+    q = quantile_of(check.measure.signal) if evidence.kind == "quantile" else None
+    if q is not None:
+        if 1 - q >= rarest - 1e-12:
+            return (
+                f"a p{check.measure.signal.rsplit('_p', 1)[1]} does not see steps rarer "
+                f"than 1 in {1 / (1 - q):.0f}, and the cause matters from 1 in {1 / rarest:.0f}"
+            )
+        return None
+    if (check.measure.source, check.measure.signal) in STEP_COUNTED:
+        needed = math.ceil(EXPECTED_EVENTS / rarest)
+        if evidence.count is None or evidence.count < needed:
+            seen = "an unknown number of" if evidence.count is None else f"{evidence.count:.0f}"
+            return (
+                f"{seen} steps in the trace: needs ≥ {needed} steps to see a cause in 1 step "
+                f"of {1 / rarest:.0f} ({EXPECTED_EVENTS:g} expected)"
+            )
     return None
 
 
@@ -999,6 +1117,14 @@ def evaluate(
     for node in playbook.walk():
         for check in node.checks:
             evidence[check.id] = gather(check.measure, observations, now)
+            counter = STEP_COUNTED.get((check.measure.source, check.measure.signal))
+            if check.rarest is not None and counter is not None:
+                steps = reduce(
+                    Measure(counter, check.measure.source, "max", check.measure.window_s),
+                    observations,
+                    now,
+                )
+                evidence[check.id] = replace(evidence[check.id], count=steps)
             observed[check.id] = evidence[check.id].value
             if observed[check.id] is None and (
                 n := unrecognised_errors(check.measure, observations, now)

@@ -44,7 +44,9 @@ REDUCERS = ("last", "max", "min", "mean", "sum", "increase", "spread")
 EXPECTED = frozenset(
     {
         "prefill_s",
+        "prefill_wall_s",
         "kv_usage_of_running",
+        "kv_usage_of_running_most",
         "avg_prompt_tokens",
         "avg_context_tokens",
         "kv_capacity_tokens",
@@ -112,6 +114,10 @@ class Check:
     # For a rate: the smallest rate that matters (per second). "No events" eliminates only
     # after a span in which that rate would have shown about three (evaluation.py).
     min_rate: float | None = None
+    # The smallest share of engine steps in which the cause matters (0.01: one step in a
+    # hundred). "Stayed below" eliminates only on evidence that could have seen a share
+    # that small: a quantile deeper than it, a trace of enough steps (evaluation.py).
+    rarest: float | None = None
 
 
 @dataclass(frozen=True)
@@ -335,7 +341,10 @@ class _Reader:
     def check(self, value: Any, path: str) -> Check:
         data = self.mapping(
             value, path,
-            {"id", "title", "measure", "confirm", "eliminate", "optional", "veto", "min_rate"},
+            {
+                "id", "title", "measure", "confirm", "eliminate", "optional", "veto",
+                "min_rate", "rarest",
+            },
             {"id", "title", "measure"},
         )  # fmt: skip
         optional = data.get("optional", False)
@@ -353,6 +362,9 @@ class _Reader:
             if signal_kind(measure.source, measure.signal) != "rate":
                 raise self.fail(f"{path}.min_rate", "only a rate has a smallest rate that matters")
             min_rate = self.number(data["min_rate"], f"{path}.min_rate", 1e-9, 1e9)
+        rarest = None
+        if "rarest" in data:
+            rarest = self.number(data["rarest"], f"{path}.rarest", 1e-6, 1.0)
         return Check(
             self.key(data["id"], f"{path}.id"),
             self.text(data["title"], f"{path}.title", limit=200),
@@ -362,6 +374,7 @@ class _Reader:
             optional,
             veto,
             min_rate,
+            rarest,
         )
 
     def fix(self, value: Any, path: str) -> Fix:

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from deployments.budget import Budget
-from investigations.evaluation import MIN_MEAN_OBSERVATIONS, evaluate, expected_values
+from investigations.evaluation import (
+    MIN_MEAN_OBSERVATIONS,
+    evaluate,
+    expected_values,
+    prefill_wall,
+)
 from investigations.playbook import playbooks
 from tests.investigations.test_evaluation import NOW, flat, walkthrough_1
 
@@ -96,14 +101,38 @@ def test_prefill_stretched_by_a_slow_rank_is_not_slow_prefill():
     replica with one rank at half its clock, the clock predicts 2x: the rest is within the
     budget's 25 %, and slow prefill kernels are ruled out."""
     budget = Budget(sm_clock_mhz=1410)
-    slow = {("engine", "prefill_time_mean"): [("", flat(2.4 * 4 * 0.06292))]}
+    # Walkthrough 1's lane: 2,000-token prompts at 3,000 tokens a second beside 40 decodes.
+    on_full = prefill_wall(budget, 2000, 3000, 40)
+    assert on_full is not None
+    slow = {("engine", "prefill_time_mean"): [("", flat(2.4 * on_full))]}
     full = walkthrough_1({**slow, **_clocks([1410] * 4)})
     result = evaluate(playbooks()["high-ttft"], budget, full, NOW)
     assert result.find("prefill-slow").checks[0].outcome == "confirm"
     halved = walkthrough_1({**slow, **_clocks([1410, 1410, 705, 1410])})
     check = evaluate(playbooks()["high-ttft"], budget, halved, NOW).find("prefill-slow").checks[0]
     assert check.outcome == "eliminate"
-    assert check.confirm_threshold == pytest.approx(2 * 4 * 0.06292 * 2.0, rel=0.01)
+    # The slow rank stretches the steps and so loads the lane more: both are the rank's.
+    on_half = prefill_wall(budget, 2000, 3000, 40, stretch=2.0)
+    assert on_half is not None
+    assert check.confirm_threshold == pytest.approx(2 * on_half * 2.0, rel=0.01)
+
+
+def test_a_prompts_prefill_shares_its_steps_with_the_decodes_and_the_other_prompts():
+    """Healthy draws read prefill at twice one prompt's arithmetic and confirmed "slow
+    prefill": the engine's prefill time is wall time from first scheduling, and each step's
+    512 tokens go to the running decodes first, the rest shared by every prompt in prefill."""
+    alone = prefill_wall(ATLAS, 2000, None)
+    assert alone == pytest.approx(4 * 0.06292)  # expected.prefill_s: four full chunks
+    beside = prefill_wall(ATLAS, 2000, None, decoding=40)
+    assert beside == pytest.approx(5 * 0.06292)  # 472 tokens a step: five steps
+    busy = prefill_wall(ATLAS, 2000, 3000, decoding=40)
+    load = 3000 * 0.06292 / 472  # the lane 40 % busy
+    assert busy == pytest.approx(5 * 0.06292 / (1 - load))
+    assert prefill_wall(ATLAS, 2000, 3000, decoding=480) is None  # decodes take the budget
+    assert prefill_wall(ATLAS, 2000, 8000) is None  # prompts arrive faster than it drains
+    assert prefill_wall(ATLAS, None, 3000) is None
+    expected = high_ttft(walkthrough_1()).expected
+    assert expected["expected.prefill_wall_s"] == pytest.approx(busy)
 
 
 def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
@@ -115,6 +144,8 @@ def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
     observations = {
         ("engine", "itl_p99"): [("", flat(0.26))],
         ("artifact", "artifact_prefill_step_excess_ms"): [("", [(NOW - 60, 3.0 * chunk_ms)])],
+        # Enough steps for its slowest to rule out one oversized step in a hundred.
+        ("artifact", "artifact_step_count"): [("", [(NOW - 60, 400.0)])],
         **_clocks([1410, 1410, 705, 1410]),
     }
     result = evaluate(playbooks()["itl-spikes"], budget, observations, NOW)
@@ -336,3 +367,41 @@ def test_a_window_of_a_request_or_two_gives_no_length_of_its_own():
     }
     counted = high_ttft({**walkthrough_1(), **lifetime, **enough}).expected
     assert counted["expected.avg_prompt_tokens"] == pytest.approx(2000)  # the window's own
+
+
+# --- a preemption storm is no steady state for "KV held by the running requests" ------
+
+
+def _storm(preemptions_per_s: float) -> dict:
+    """Thirty requests running in a full cache (0.99). At the window's averages (2,000-token
+    prompts, 1,100 out) they hold 30 x (2,000 + 550) / 114,688 = 0.67 halfway through
+    their output: 0.32 unexplained, past the 0.3 that says "held by nobody"."""
+    return walkthrough_1(
+        {
+            ("engine", "requests_running"): [("", flat(30))],
+            ("engine", "kv_cache_usage"): [("", flat(0.99))],
+            ("engine", "preemptions_rate"): [("", flat(preemptions_per_s))],
+        }
+    )
+
+
+def test_a_preemption_storm_does_not_make_a_leak_of_the_running_requests_kv():
+    """Drawn kv-pressure+tp-straggler seed 72: in a storm the requests left running are the
+    furthest along (the latest arrivals are evicted, their tokens recomputed, finishes
+    stall), so the steady-state estimate read 0.62 where they held 0.975: KV pressure was
+    vetoed and a leak confirmed. With preemptions in the window, "held by nobody" is
+    measured against every running request at its full length."""
+    result = high_ttft(_storm(23 / 300))
+    expected = result.expected
+    assert expected["expected.kv_usage_of_running"] == pytest.approx(30 * 2550 / 114688)
+    assert expected["expected.kv_usage_of_running_most"] == pytest.approx(30 * 3100 / 114688)
+    assert result.find("kv-block-leak").suggestion != "confirm"
+    assert result.find("kv-cache-pressure").suggestion == "confirm"
+    assert result.ranking[0] == "kv-cache-pressure"
+
+
+def test_without_preemptions_the_steady_state_estimate_stands():
+    result = high_ttft(_storm(0.0))
+    expected = result.expected
+    assert expected["expected.kv_usage_of_running_most"] == expected["expected.kv_usage_of_running"]
+    assert result.find("kv-block-leak").suggestion == "confirm"

@@ -78,7 +78,7 @@ def test_missing_data_is_inconclusive_never_eliminated():
     assert router.checks[0].reason == "no data in the window"
     prefill = result.find("prefill-slow")
     assert prefill.checks[0].outcome == "inconclusive"
-    assert "expected.prefill_s" in prefill.checks[0].reason
+    assert "expected.prefill_wall_s" in prefill.checks[0].reason
     # Eliminated all the same, by evidence that is there: the preemptions that explain
     # slow prefill (evicted requests re-prefill).
     assert prefill.checks[1].outcome == "eliminate" and prefill.suggestion == "eliminate"

@@ -247,8 +247,9 @@ def test_a_p99_interpolated_inside_a_bucket_that_straddles_the_threshold_is_inco
         # The rank in the +Inf bucket: no upper bound, wholly over 768 all the same.
         ({"iteration_tokens_p99": 8192, "iteration_tokens_p99_lo": 8192}, "confirm",
          "above 8192"),
+        # Wholly under 563, but a p99 does not see one oversized step in a hundred (below).
         ({"iteration_tokens_p99": 500, "iteration_tokens_p99_lo": 256,
-          "iteration_tokens_p99_hi": 512}, "eliminate", "256 to 512"),
+          "iteration_tokens_p99_hi": 512}, "inconclusive", "256 to 512"),
         # 540 is under the 563 that eliminates, but its bucket reaches 1,024.
         ({"iteration_tokens_p99": 540, "iteration_tokens_p99_lo": 512,
           "iteration_tokens_p99_hi": 1024}, "inconclusive", "512 to 1024"),
@@ -257,6 +258,51 @@ def test_a_p99_interpolated_inside_a_bucket_that_straddles_the_threshold_is_inco
 def test_a_quantile_decides_only_when_its_whole_bucket_is_on_one_side(tokens, outcome, bucket):
     check = itl_spikes(tokens).find("oversized-prefill-chunks").checks[0]
     assert (check.outcome, check.bucket) == (outcome, bucket)
+
+
+def test_a_p99_below_the_budget_does_not_rule_out_one_oversized_step_in_a_hundred():
+    """Drawn long-prefill-itl and prefill-unchunked: tokens per step at p99 of 1,690 (wholly
+    under 2,253) eliminated oversized chunks that were the cause. One step in a hundred
+    carrying 4,096 tokens moves a p99 ITL over the ceiling and leaves the p99 of tokens per
+    step where the other 99 are: it still confirms, it never eliminates alone."""
+    under = itl_spikes(
+        {"iteration_tokens_p99": 500, "iteration_tokens_p99_lo": 256,
+         "iteration_tokens_p99_hi": 512}
+    )  # fmt: skip
+    chunks = under.find("oversized-prefill-chunks")
+    check = chunks.checks[0]
+    assert (check.outcome, check.held) == ("inconclusive", "rare")
+    assert "does not see steps rarer than 1 in 100" in check.reason
+    assert check.needs_more.startswith("needs evidence that sees rare steps")
+    assert chunks.suggestion == "inconclusive"
+    over = itl_spikes({"iteration_tokens_p99": 8192, "iteration_tokens_p99_lo": 8192})
+    assert over.find("oversized-prefill-chunks").checks[0].outcome == "confirm"
+
+
+@pytest.mark.parametrize(
+    ("steps", "outcome"),
+    [(None, "inconclusive"), (200, "inconclusive"), (299, "inconclusive"), (300, "eliminate")],
+)
+def test_a_traces_slowest_step_rules_out_a_rare_cause_only_from_enough_steps(steps, outcome):
+    """A 200-step trace expects two steps of a cause in one step of a hundred: its slowest
+    step being ordinary says little. From 300 steps (three expected) it is evidence."""
+    view = engine_view(10, {"itl_p99": 0.26, "itl_p50": 0.055})
+    view[("artifact", "artifact_prefill_step_excess_ms")] = [("", [(NOW - 60, 1.0)])]
+    if steps is not None:
+        view[("artifact", "artifact_step_count")] = [("", [(NOW - 60, float(steps))])]
+    result = evaluate(playbooks()["itl-spikes"], ATLAS, view, NOW)
+    check = result.find("oversized-prefill-chunks").checks[1]
+    assert check.outcome == outcome
+    if outcome == "inconclusive":
+        assert check.held == "rare" and "needs ≥ 300 steps" in check.reason
+
+
+def test_only_the_eliminating_side_asks_for_the_rare_share():
+    view = engine_view(10, {"itl_p99": 0.26, "itl_p50": 0.055})
+    view[("artifact", "artifact_prefill_step_excess_ms")] = [("", [(NOW - 60, 500.0)])]
+    view[("artifact", "artifact_step_count")] = [("", [(NOW - 60, 50.0)])]
+    result = evaluate(playbooks()["itl-spikes"], ATLAS, view, NOW)
+    assert result.find("oversized-prefill-chunks").checks[1].outcome == "confirm"
 
 
 def test_the_max_of_quantiles_lies_between_the_largest_bounds():
@@ -295,7 +341,9 @@ def slow_prefill_view() -> dict:
             "preemptions_rate": 0.0,
             "prompt_tokens_rate": 2000 * 1.5,
             "e2e_count_rate": 1.5,
-            "prefill_time_mean": 2.4 * 4 * 0.06292,
+            # 2.4x one 2,000-token prompt's wall time beside 20 decodes and a prefill lane
+            # 38 % busy: 5 steps of 492 tokens at 62.92 ms / (1 - 0.384) = 0.51 s.
+            "prefill_time_mean": 2.4 * 5 * 0.06292 / (1 - 3000 * 0.06292 / 492),
             "prefill_time_window_count": 60,
             "queue_time_p95": 0.05,
             "queue_time_p95_lo": 0.025,
