@@ -405,3 +405,33 @@ def test_without_preemptions_the_steady_state_estimate_stands():
     expected = result.expected
     assert expected["expected.kv_usage_of_running_most"] == expected["expected.kv_usage_of_running"]
     assert result.find("kv-block-leak").suggestion == "confirm"
+
+
+def test_a_gc_pause_explains_itl_spikes_when_it_exceeds_the_steps_headroom():
+    """A pause lands on one step: it takes that step over the ITL ceiling on its own when
+    it is longer than the headroom a decode step leaves under the ceiling. The same 33 ms
+    pause explains a 7B deployment's spikes (40 ms ceiling, 8 ms steps) and not Atlas's
+    (150 ms ceiling, 45 ms steps); a pause under half the headroom (and 10 ms) rules GC
+    out, one in between decides nothing (a flat 50 ms left the 7B case inconclusive and
+    the bench's gc-pauses draws ranked a chunk cause first)."""
+
+    def gc_check(pause_ms: float, budget: Budget):
+        gc_log = {("artifact", "artifact_gc_pause_max_ms"): [("", [(NOW - 60, pause_ms)])]}
+        node = evaluate(playbooks()["itl-spikes"], budget, gc_log, NOW).find("gc-pauses")
+        return next(c for c in node.checks if c.id == "gc-pause-max")
+
+    small = Budget(itl_ceiling_ms=40.0, decode_step_ms=8.0)
+    assert gc_check(33, small).outcome == "confirm"
+    assert gc_check(33, ATLAS).outcome == "inconclusive"
+    assert gc_check(110, ATLAS).outcome == "confirm"
+    assert gc_check(9, ATLAS).outcome == "eliminate"
+    # Headroom of 12 ms: a 9 ms pause is most of it, so it rules nothing out.
+    tight = Budget(itl_ceiling_ms=20.0, decode_step_ms=8.0)
+    assert gc_check(9, tight).outcome == "inconclusive"
+    assert gc_check(5, tight).outcome == "eliminate"
+    assert gc_check(12, tight).outcome == "confirm"
+    # Headroom of 7 ms: confirming still takes a 10 ms pause, ruling out under 3.5 ms.
+    tighter = Budget(itl_ceiling_ms=15.0, decode_step_ms=8.0)
+    assert gc_check(8, tighter).outcome == "inconclusive"
+    assert gc_check(10, tighter).outcome == "confirm"
+    assert gc_check(3, tighter).outcome == "eliminate"
