@@ -137,6 +137,10 @@ class CheckResult:
     # observations; ``needs_s``: the seconds of data still missing (a short span).
     held: str = ""
     needs_s: float | None = None
+    # A veto's clearing threshold (Check.clears) and whether its value fell short of it
+    # without ruling the cause out: a veto in doubt holds a confirmation back.
+    clears_threshold: float | None = None
+    in_doubt: bool = False
 
     @property
     def bucket(self) -> str:
@@ -823,6 +827,16 @@ def evaluate_check(
     reason = missing or f"{measured:.4g} is between the thresholds"
     if not missing and evidence is not None and evidence.interval is not None:
         reason += f" (bucket {_bucket_text(evidence.interval)})"
+    if check.clears is not None:
+        clears_at, clears_missing = threshold_of(check.clears, scope)
+        base["clears_threshold"] = clears_at
+        if clears_at is None:
+            return CheckResult(
+                **base, outcome=INCONCLUSIVE, reason=f"{reason}; {clears_missing}", in_doubt=True
+            )
+        if not compare(check.clears.op, measured, clears_at):
+            reason += f", short of clearing ({check.clears.op} {clears_at:.4g})"
+            return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True)
     return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason)
 
 
@@ -965,13 +979,14 @@ def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) ->
     # Optional checks and vetoes (which can only rule out) never hold a confirmation back
     # by a value that does not rule out; a veto that could not be judged at all does. The
     # veto tells this cause from one with the same signature (full KV held by running
-    # requests or by nobody): its absence is not a pass.
+    # requests or by nobody): its absence is not a pass. Nor is a value short of a veto's
+    # clearing condition (Check.clears): the rival it tells apart is not ruled out.
     quiet = optional | vetoes
     outcomes = [r.outcome for r in results if not (r.id in quiet and r.outcome == INCONCLUSIVE)]
     if ELIMINATE in outcomes and CONFIRM not in outcomes:
         return ELIMINATE
     if outcomes and all(o == CONFIRM for o in outcomes):
-        if any(r.id in vetoes and unjudged(r) for r in results):
+        if any(r.id in vetoes and (unjudged(r) or r.in_doubt) for r in results):
             return INCONCLUSIVE
         return CONFIRM
     return INCONCLUSIVE

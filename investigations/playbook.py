@@ -118,6 +118,11 @@ class Check:
     # hundred). "Stayed below" eliminates only on evidence that could have seen a share
     # that small: a quantile deeper than it, a trace of enough steps (evaluation.py).
     rarest: float | None = None
+    # A veto's clearing condition: where the veto sets one, a value between it and the
+    # elimination (the rival explanation neither shown nor ruled out) holds a confirmation
+    # back as an unjudged veto does. KV usage that the running requests only partly
+    # account for is no ground to call it seat pressure or plain capacity.
+    clears: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -343,7 +348,7 @@ class _Reader:
             value, path,
             {
                 "id", "title", "measure", "confirm", "eliminate", "optional", "veto",
-                "min_rate", "rarest",
+                "min_rate", "rarest", "clears",
             },
             {"id", "title", "measure"},
         )  # fmt: skip
@@ -354,6 +359,8 @@ class _Reader:
                 raise self.fail(f"{path}.{name}", "expected true or false")
         if veto and "eliminate" not in data:
             raise self.fail(f"{path}.veto", "a veto check needs an eliminate condition")
+        if "clears" in data and not veto:
+            raise self.fail(f"{path}.clears", "only a veto check clears")
         if "confirm" not in data and "eliminate" not in data:
             raise self.fail(path, "a check must be able to confirm or eliminate")
         measure = self.measure(data["measure"], f"{path}.measure")
@@ -375,6 +382,7 @@ class _Reader:
             veto,
             min_rate,
             rarest,
+            self.condition(data["clears"], f"{path}.clears") if "clears" in data else None,
         )
 
     def fix(self, value: Any, path: str) -> Fix:
