@@ -4,7 +4,10 @@ The investigation page's first load was spent parsing the full 4.8 MB plotly.min
 the plotly wheel (issue 17: ~2.5 s of a 4 s load). Every figure Atlas builds is cartesian
 (scatter and bar traces), so the site serves plotly.js's own cartesian bundle of the same
 release, 1.5 MB, vendored from npm (``plotly.js-cartesian-dist-min``) under
-``static/vendor/plotly/`` with its licence. No CDN is ever involved.
+``static/vendor/plotly/`` with its licence. No CDN is ever involved: the two defaults that
+name plotly's hosts (``topojsonURL``, the geo maps' CDN; ``plotlyServerURL``, the chart
+cloud) are rewritten in the vendored file to point home / nowhere, so even an unset config
+makes no request off the origin (``PUBLISHED_SHA256`` is the file as published).
 
 ``PIN`` records what was vendored; ``tests/foundation/test_plotly_bundle.py`` checks the
 file against it and every trace type the figure builders emit against the bundle. The CSP
@@ -20,10 +23,11 @@ PLOTLY_DIR = Path(__file__).resolve().parent.parent / "static" / "vendor" / "plo
 PLOTLY_FILE = "plotly-cartesian.min.js"
 PUBLIC_PATH = "vendor/plotly/plotly-cartesian.min.js"
 
+PUBLISHED_SHA256 = "79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a"
 PIN = {
     "package": "plotly.js-cartesian-dist-min",
     "version": "4.1.1",
-    "sha256": "79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a",
+    "sha256": "d8fb31ff67c80907132a6f933b39b25a31b5ff98d37fc80d00f8a28b28d08c3c",
     "traces": (
         "bar",
         "box",
