@@ -27,11 +27,15 @@ same schedule. Fewer seats only pay where a preemption costs more than the seat 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import yaml
 
 from deployments.budget import Budget
+from investigations.diagnose import evaluation_json
+from investigations.evaluation import WINDOW_COVERAGE
+from investigations.playbook import get_playbook
 from realengine import EngineFlags
 from realengine.calibrate import cautious, tiny_budget
 from realengine.controller import apply_fix
@@ -182,23 +186,50 @@ def test_plain_overload_is_queue_backlog_with_kv_eliminated(engines, calibration
 
     engine = engines.serve_matching(seat_bound, EngineFlags(max_num_seqs=8))
     load = overload_load(costs, seats=engine.flags.max_num_seqs)
-    budget = _budget(tmp_path, "overload", calibration, costs, max_num_seqs=load.seats)
-    report, sent, _ = _under_load(engine, load, symptom="high-ttft", budget=budget, seed=4)
+    # KV pressure is ruled out by "KV usage stayed under 0.8", a claim about its whole
+    # 300 s window that needs samples over a quarter of it (absence is not evidence): two
+    # cycles 10 s apart cannot make it. So the load runs that long, polled from its start
+    # the way the console's light cadence keeps a deployment's history before anyone opens.
+    evidence_s = _window_s("high-ttft", "kv-usage") * WINDOW_COVERAGE
+    load = dataclasses.replace(load, duration_s=max(load.duration_s, evidence_s + 15.0))
+    path = _budget(tmp_path, "overload", calibration, costs, max_num_seqs=load.seats)
+    budget = Budget(**yaml.safe_load(path.read_text()))
+    with Poller("high-ttft", budget, engine.metrics_url, max_s=load.duration_s + 120) as watch:
+        report, sent, _ = _under_load(engine, load, symptom="high-ttft", budget=path, seed=4)
+        watch.wait_until(watch.started + evidence_s)
     record("load.overload", {**load.as_dict(), "sent": _sent(sent)})
+    # Within two poll cycles: the right cause first, the alarm firing, the queue confirmed.
     tree = nodes(report)
     assert report["alarm"]["firing"] is True, describe(report)
     assert report["ranking"][0] == "queue-backlog", describe(report)
+    assert tree["kv-cache-pressure"]["suggestion"] != "confirm", describe(report)
+    assert tree["queue-backlog"]["suggestion"] != "eliminate", describe(report)
+    # Over the incident: the decoy eliminated with evidence, the true cause never.
+    whole = evaluation_json(watch.diagnosis.evaluate(), watch.diagnosis)
+    record("diagnose.overload_whole", {"ranking": whole["ranking"]})
+    tree = nodes(whole)
+    assert whole["ranking"][0] == "queue-backlog", describe(whole)
     kv = tree["kv-cache-pressure"]
-    assert kv["suggestion"] == "eliminate", describe(report)
+    assert kv["suggestion"] == "eliminate", describe(whole)
     checks = evidence(kv)
     # Eliminated with evidence: measured values on the eliminating side, not missing data.
     assert checks["kv-usage"]["outcome"] == "eliminate"
     assert checks["kv-usage"]["measured"] is not None and checks["kv-usage"]["measured"] < 0.8
+    assert checks["kv-usage"]["span"]["seconds"] >= evidence_s, checks["kv-usage"]["span"]
     # "No preemption" needs a span in which the smallest rate that matters would have shown
-    # ~3 events (the span rule): two poll cycles after the warm-up may be too short to
-    # say so, and then the check says what it still needs instead of eliminating.
+    # ~3 events (the span rule); where the span is still too short, the check says what it
+    # still needs instead of eliminating.
     preempt = checks["preemption-rate"]
     assert preempt["outcome"] == "eliminate" or (
         preempt["outcome"] == "inconclusive" and preempt["needs_more_data"]
     ), preempt
-    assert tree["queue-backlog"]["suggestion"] != "eliminate", describe(report)
+    assert tree["queue-backlog"]["suggestion"] != "eliminate", describe(whole)
+
+
+def _window_s(symptom: str, check_id: str) -> int:
+    """A check's window as its playbook states it."""
+    for node in get_playbook(symptom).walk():
+        for check in node.checks:
+            if check.id == check_id:
+                return check.measure.window_s
+    raise LookupError(f"{symptom} has no check {check_id}")
