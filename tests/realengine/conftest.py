@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from deployments.calibration import ttft_target_from_idle
+from probes.parsing.engine import unmapped_families
 from realengine import (
     EngineFlags,
     EngineServer,
@@ -69,11 +70,16 @@ def record(name: str, value) -> None:
 
 def keep_scrape(name: str, metrics_url: str) -> None:
     """Save one /metrics scrape under var/realengine/scrapes/ (a real engine's output is how
-    parser gaps are found; tests/realengine/captures/ holds the committed ones)."""
+    parser gaps are found; tests/realengine/captures/ holds the committed ones), and fail
+    when it carries a ``vllm:`` family the parser neither maps nor lists as ignored: every
+    incident's engine, loaded as that incident loads it, is read completely."""
     folder = RESULTS / "scrapes"
     folder.mkdir(parents=True, exist_ok=True)
     with urllib.request.urlopen(metrics_url, timeout=10) as response:  # noqa: S310 - loopback
-        (folder / f"{name}.metrics.txt").write_bytes(response.read(8 << 20))
+        body = response.read(8 << 20)
+    (folder / f"{name}.metrics.txt").write_bytes(body)
+    unknown = unmapped_families(body)
+    assert not unknown, f"{name}: families neither mapped nor ignored: {sorted(unknown)}"
 
 
 class Engines:
