@@ -596,10 +596,12 @@ class _Sink:
         if len(wanted) < len(counts):
             events = list(compress(events, map(wanted.__contains__, pairs)))
         complete = self._complete
+        aliases = _CAT_ALIASES
         for e in events:
             ph = e.ph
             if ph == "X":
-                complete(e, _norm_cat(e.cat))
+                cat = e.cat  # _norm_cat, its common case inlined
+                complete(e, aliases.get(cat, cat) if type(cat) is str else _norm_cat(cat))
             elif ph == "M":
                 self._meta(e)
             elif e.name == "[memory]":  # "i" or "I"

@@ -47,9 +47,8 @@ import functools
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, count, islice, repeat
-from operator import itemgetter
-from typing import Any
+from itertools import accumulate, chain, compress, count, filterfalse, islice, repeat
+from typing import Any, NamedTuple
 
 from artifacts.memory_snapshot import (
     LIVE_STATES,
@@ -59,9 +58,11 @@ from artifacts.memory_snapshot import (
     PoolId,
     Segment,
     Snapshot,
+    Trace,
     TraceEntry,
 )
 
+_ALLOCATED_SIGN = {"alloc": -1, "free_completed": 1}
 SEGMENT_GROW = frozenset({"segment_alloc", "segment_map"})
 SEGMENT_SHRINK = frozenset({"segment_free", "segment_unmap"})
 _SEGMENT_EVENTS = SEGMENT_GROW | SEGMENT_SHRINK
@@ -241,35 +242,57 @@ class _PoolIndex:
         return "unknown"
 
 
-def _final_state(segs: Sequence[Segment]) -> dict[str, Any]:
+class _Blocks(NamedTuple):
+    """Every block of some segments, a column per field (in segment order)."""
+
+    states: Sequence[str]
+    sizes: Sequence[int]
+    allocated: Sequence[int]  # Block.allocated
+    frames: Sequence[tuple[Frame, ...]]
+    devices: list[int]
+    graph: list[bool]  # in a graph pool
+
+
+_BLOCKS = operator.attrgetter("blocks")
+
+
+def _block_columns(segs: Sequence[Segment]) -> _Blocks:
+    """The blocks' columns: the final-state sums and the sites are C-level passes over them."""
+    blocks = list(chain.from_iterable(map(_BLOCKS, segs)))
+    if not blocks:
+        return _Blocks((), (), (), (), [], [])
+    _address, sizes, requested, states, frames, real = zip(*blocks, strict=True)
+    if real.count(None) == len(real):
+        allocated: Sequence[int] = requested
+    else:
+        allocated = [q if r is None else r for q, r in zip(requested, real, strict=True)]
+    counts = list(map(len, map(_BLOCKS, segs)))
+    devices = list(chain.from_iterable(map(repeat, (s.device for s in segs), counts)))
+    graph = list(chain.from_iterable(map(repeat, (s.in_graph_pool for s in segs), counts)))
+    return _Blocks(states, sizes, allocated, frames, devices, graph)
+
+
+def _final_state(segs: Sequence[Segment], blocks: _Blocks | None = None) -> dict[str, Any]:
     """Final totals; free_internal/free_external exactly as ``_memory_viz.segsum``."""
-    allocated = rounded = segsum_alloc = internal = external = graph_allocated = 0
     pools: dict[str, int] = {}
     for s in segs:
-        rounded += s.allocated_size
         key = pool_key(s.pool_id)
         pools[key] = pools.get(key, 0) + s.total_size
-        for b in s.blocks:
-            if b.state in LIVE_STATES:
-                allocated += b.allocated
-                if s.in_graph_pool:
-                    graph_allocated += b.allocated
-            if b.state == "active_allocated":
-                segsum_alloc += b.allocated
-                internal += b.size - b.allocated
-            else:
-                external += b.size
-    reserved = sum(s.total_size for s in segs)
+    cols = _block_columns(segs) if blocks is None else blocks
+    live = list(map(LIVE_STATES.__contains__, cols.states))
+    active = list(map(operator.eq, cols.states, repeat("active_allocated")))
+    segsum_alloc = sum(compress(cols.allocated, active))
+    active_sizes = sum(compress(cols.sizes, active))
     return {
-        "reserved": reserved,
-        "allocated": allocated,
-        "rounded": rounded,
+        "reserved": sum(s.total_size for s in segs),
+        "allocated": sum(compress(cols.allocated, live)),
+        "rounded": sum(s.allocated_size for s in segs),
         "segsum_allocated": segsum_alloc,
-        "free_internal": internal,
-        "free_external": external,
+        "free_internal": active_sizes - segsum_alloc,
+        "free_external": sum(cols.sizes) - active_sizes,
         "pools": pools,
         "graph": sum(s.total_size for s in segs if s.in_graph_pool),
-        "graph_allocated": graph_allocated,
+        "graph_allocated": sum(compress(cols.allocated, map(operator.and_, live, cols.graph))),
     }
 
 
@@ -319,13 +342,12 @@ def reconstruct(
         return Curve([], [], [], reserved_end, allocated_end,
                      {p: (v, []) for p, v in pools_end.items()}, [], False, [],
                      graph_allocated_end)  # fmt: skip
-    actions, addrs, sizes, _streams, times = list(zip(*entries, strict=True))[:5]
+    trace = entries if isinstance(entries, Trace) else Trace.of(entries)
+    actions, addrs, sizes, times = trace.action, trace.addr, trace.size, trace.time_us
     timed = None not in times
     x = list(times) if timed else list(range(n))
-    deltas = [
-        -size if action == "alloc" else size if action == "free_completed" else 0
-        for action, size in zip(actions, sizes, strict=True)
-    ]
+    # -size for alloc, +size for free_completed, 0 otherwise
+    deltas = list(map(operator.mul, map(_ALLOCATED_SIGN.get, actions, repeat(0)), sizes))
     allocated, a = _suffix_sums(deltas, allocated_end)
     if index.has_graph_pools:
         find = functools.lru_cache(maxsize=None)(index.find)
@@ -410,27 +432,41 @@ def leak_metrics(curve: Curve) -> tuple[int, float, float]:
     if n < 2:
         return 0, 0.0, 0.0
     # Outside graph pools only: captured graphs hold their memory by design.
-    graph = curve.graph_allocated or [0] * n
-    outside = list(map(operator.sub, curve.allocated, graph))
-    floor = list(accumulate(reversed(outside), min))  # suffix minima, back to front
-    floor.reverse()
-    start_floor = min(floor[0], curve.start_allocated - curve.start_graph_allocated)
-    growth = max(0, floor[-1] - start_floor)
-    x0, x1 = curve.x[0], curve.x[-1]
+    graph = curve.graph_allocated
+    if not graph or graph.count(0) == n:
+        outside = curve.allocated
+    else:
+        outside = list(map(operator.sub, curve.allocated, graph))
+    # The floor (the suffix minimum of ``outside``) is read where it is needed only: at the
+    # start, the end and each slice's end.
+    start_floor = min(min(outside), curve.start_allocated - curve.start_graph_allocated)
+    growth = max(0, outside[-1] - start_floor)
+    x = curve.x
+    x0, x1 = x[0], x[-1]
     if growth == 0 or x1 <= x0:
         return growth, 0.0, 0.0
-    rises = []
-    j, previous = 0, start_floor
-    x = curve.x
-    ordered = all(map(operator.le, x, islice(x, 1, None)))
+    ends = []  # per slice, the last index whose x <= its limit, never going back
+    j = 0
+    ordered = x == sorted(x)
     for k in range(1, LEAK_SLICES + 1):
         limit = x0 + (x1 - x0) * k / LEAK_SLICES
-        if ordered:  # the last index whose x <= limit, never going back
+        if ordered:
             j = max(j, bisect.bisect_right(x, limit) - 1)
-        while j + 1 < n and x[j + 1] <= limit:
-            j += 1
-        rises.append(floor[j] - previous)
-        previous = floor[j]
+        else:  # walk on to the first later x above the limit
+            above = compress(count(j + 1), map(operator.gt, x[j + 1 :], repeat(limit)))
+            j = next(above, n) - 1
+        ends.append(j)
+    floor_at: dict[int, int] = {}
+    low, upper = outside[-1], n
+    for j in sorted(set(ends), reverse=True):
+        low = min(low, min(outside[j:upper]))
+        floor_at[j] = low
+        upper = j
+    rises = []
+    previous = start_floor
+    for j in ends:
+        rises.append(floor_at[j] - previous)
+        previous = floor_at[j]
     fraction = sum(1 for r in rises if r >= LEAK_SLICE_MIN_BYTES) / LEAK_SLICES
     median = sorted(rises)[LEAK_SLICES // 2]
     slice_s = (x1 - x0) / 1e6 / LEAK_SLICES if curve.timed else 0.0
@@ -451,29 +487,31 @@ def downsample(curve: Curve, max_points: int = TIMELINE_MAX_POINTS) -> dict[str,
         return out
     x0, x1 = curve.x[0], curve.x[-1]
     width = max(1.0, (x1 - x0 + 1) / max_points)
-    cursors = dict.fromkeys(graph_pools, 0)
     current = {p: curve.pools[p][0] for p in graph_pools}
     # int((x - x0) / width) for every x, then the runs of equal buckets: where the bucket
     # changes, and the end.
-    buckets = [int((v - x0) / width) for v in curve.x]
+    buckets = list(
+        map(int, map(operator.truediv, map(operator.sub, curve.x, repeat(x0)), repeat(width)))
+    )
     bounds = list(compress(count(1), map(operator.ne, buckets, islice(buckets, 1, None))))
     bounds.append(n)
-    i = 0
-    for j in bounds:
-        out["x"].append(curve.x[i])
-        out["reserved"].append(max(0, max(curve.reserved[i:j])))
-        out["allocated"].append(max(0, max(curve.allocated[i:j])))
-        for p in graph_pools:
-            points = curve.pools[p][1]
+    starts = [0, *bounds[:-1]]
+    out["x"] = list(map(curve.x.__getitem__, starts))
+    for key in ("reserved", "allocated"):
+        values = getattr(curve, key)
+        peaks = map(max, map(values.__getitem__, map(slice, starts, bounds)))
+        out[key] = list(map(max, repeat(0), peaks))
+    for p in graph_pools:
+        points = curve.pools[p][1]
+        best_of = out["pools"][p]
+        c = 0
+        for j in bounds:
             best = current[p]
-            c = cursors[p]
             while c < len(points) and points[c][0] < j:
                 current[p] = points[c][1]
                 best = max(best, current[p])
                 c += 1
-            cursors[p] = c
-            out["pools"][p].append(best)
-        i = j
+            best_of.append(best)
     return out
 
 
@@ -523,38 +561,95 @@ def _site(frames: tuple[Frame, ...]) -> tuple[str, tuple[str, ...]]:
     return stack[0], stack
 
 
+def _site_name(
+    frames: tuple[Frame, ...],
+    internal: set[Frame],
+    user: set[Frame],
+    plumbing: set[Frame],
+    past: set[Frame],
+) -> str:
+    """The name :func:`_site` gives ``frames`` (its first frame's), found without walking the
+    stack in Python: a C-level scan to the first frame not yet known to be internal, which
+    is classified once (each set grows by one frame each time). For C++-only stacks,
+    ``plumbing``/``past`` are the frames of the allocator and ATen dispatch / past them."""
+    rest = iter(frames)
+    while True:
+        first = next(filterfalse(internal.__contains__, rest), None)
+        if first is None:
+            break
+        if first in user:
+            return _format_frame(False, first)
+        if _is_internal(first):
+            internal.add(first)
+            continue
+        user.add(first)
+        return _format_frame(False, first)
+    if not frames:
+        return "<no stack recorded>"
+    # C++ only: the first frame past the allocator and ATen plumbing, the same way
+    rest = iter(frames)
+    while True:
+        first = next(filterfalse(plumbing.__contains__, rest), None)
+        if first is None:
+            return _format_frame(True, frames[0])
+        if first in past:
+            return _format_frame(True, first)
+        if first[2].startswith(_CPP_PLUMBING):
+            plumbing.add(first)
+            continue
+        past.add(first)
+        return _format_frame(True, first)
+
+
 def top_sites(segments: Iterable[Segment], n: int = TOP_SITES) -> tuple[Site, ...]:
     """Largest live-byte sites at the final state, by innermost user frame."""
-    by_frames: dict[int, tuple[tuple[Frame, ...], int, int, set[int]]] = {}
-    for s in segments:
-        for b in s.blocks:
-            if b.state not in LIVE_STATES:
-                continue
-            key = id(b.frames)
-            frames, total, count, devs = by_frames.get(key, (b.frames, 0, 0, set()))
-            devs.add(s.device)
-            by_frames[key] = (frames, total + b.allocated, count + 1, devs)
-    # Grouped by name; only the winners' stacks are formatted beyond their first frame.
+    cols = _block_columns(list(segments))
+    live = list(map(LIVE_STATES.__contains__, cols.states))
+    by_frames: dict[int, list[Any]] = {}  # id(frames) -> [frames, bytes, blocks, devices]
+    for frames, size, device in zip(
+        compress(cols.frames, live),
+        compress(cols.allocated, live),
+        compress(cols.devices, live),
+        strict=True,
+    ):
+        group = by_frames.get(id(frames))
+        if group is None:
+            by_frames[id(frames)] = [frames, size, 1, {device}]
+        else:
+            group[1] += size
+            group[2] += 1
+            group[3].add(device)
+    # Grouped by name; only the winners' stacks are walked beyond their first user frame.
     sites: dict[str, list[Any]] = {}
-    internal: dict[str, bool] = {}
-    for frames, total, count, devs in by_frames.values():
-        cpp, chosen = _site_frames(frames, internal)
-        name = _format_frame(cpp, chosen[0]) if chosen else "<no stack recorded>"
-        entry = sites.setdefault(name, [0, 0, set(), (cpp, chosen)])
-        entry[0] += total
-        entry[1] += count
-        entry[2] |= devs
+    internal: set[Frame] = set()
+    user: set[Frame] = set()
+    plumbing: set[Frame] = set()
+    past: set[Frame] = set()
+    for frames, total, count_, devs in by_frames.values():
+        name = _site_name(frames, internal, user, plumbing, past)
+        entry = sites.get(name)
+        if entry is None:
+            sites[name] = [total, count_, devs, frames]
+        else:
+            entry[0] += total
+            entry[1] += count_
+            entry[2] |= devs
     ranked = sorted(sites.items(), key=lambda kv: -kv[1][0])[:n]
-    return tuple(
-        Site(k, v[0], v[1], tuple(sorted(v[2])), tuple(_format_frame(v[3][0], f) for f in v[3][1]))
-        for k, v in ranked
-    )
+    out = []
+    cache: dict[str, bool] = {}
+    for name, (total, count_, devs, frames) in ranked:
+        cpp, chosen = _site_frames(frames, cache)
+        stack = tuple(_format_frame(cpp, f) for f in chosen)
+        out.append(Site(name, total, count_, tuple(sorted(devs)), stack))
+    return tuple(out)
 
 
 def _ooms(device: int, entries: Sequence[TraceEntry], curve: Curve) -> tuple[Oom, ...]:
-    out = []
-    # entry[0] is its action (TraceEntry is a named tuple)
-    for i in compress(count(), map(operator.eq, map(itemgetter(0), entries), repeat("oom"))):
+    out: list[Oom] = []
+    actions = entries.action if isinstance(entries, Trace) else [e.action for e in entries]
+    if "oom" not in actions:
+        return ()
+    for i in compress(count(), map(operator.eq, actions, repeat("oom"))):
         e = entries[i]
         out.append(Oom(device, curve.x[i], e.time_us, e.size, e.device_free or 0,
                        curve.reserved[i], curve.allocated[i]))  # fmt: skip
@@ -707,7 +802,7 @@ def analyse_snapshot(snapshot: Snapshot) -> MemoryAnalysis:
     devices = []
     for dev in snapshot.devices:
         segs = [s for s in snapshot.segments if s.device == dev]
-        entries = snapshot.device_traces[dev] if dev < len(snapshot.device_traces) else ()
+        entries = snapshot.device_traces[dev] if dev < len(snapshot.device_traces) else Trace.of(())
         devices.append(analyse_device(dev, segs, entries))
     devs = tuple(devices)
     return MemoryAnalysis(

@@ -19,10 +19,13 @@ The analysis of a loaded snapshot is :mod:`artifacts.memory_analysis`.
 
 from __future__ import annotations
 
+import operator
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, overload
 
 from artifacts import safepickle
 from artifacts.bounded import Deadline, Limits, mapped
@@ -47,8 +50,10 @@ PoolId = tuple[int, int]
 # --------------------------------------------------------------------------- model
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
+class Block(NamedTuple):
+    """One block of a segment. A named tuple, like :class:`TraceEntry`: a snapshot holds
+    thousands, and :func:`_segments_fast` builds them all in C (``tuple.__new__``)."""
+
     address: int
     size: int
     requested_size: int
@@ -66,8 +71,7 @@ class Block:
         return self.real_size if self.real_size is not None else self.requested_size
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
     device: int
     address: int
     total_size: int
@@ -105,6 +109,87 @@ class TraceEntry(NamedTuple):
     device_free: int | None = None  # only for action == "oom"
 
 
+class Trace(Sequence[TraceEntry]):
+    """A device's trace held column by column: ``trace[i]`` and iteration give
+    :class:`TraceEntry` rows, built on demand. The analysis reads the columns; building
+    100,000 row tuples (and the cyclic GC's walks over them) was most of the validation.
+
+    ``extra``: index -> (frames, device_free) of the ``oom`` entries (``addr`` is None
+    there, as in :class:`TraceEntry`).
+    """
+
+    __slots__ = ("action", "addr", "extra", "size", "stream", "time_us")
+
+    def __init__(
+        self,
+        action: list[str],
+        addr: list[int | None],
+        size: list[int],
+        stream: list[int],
+        time_us: list[int | None],
+        extra: dict[int, tuple[tuple[Frame, ...], int]] | None = None,
+    ) -> None:
+        self.action = action
+        self.addr = addr
+        self.size = size
+        self.stream = stream
+        self.time_us = time_us
+        self.extra = extra or {}
+
+    @classmethod
+    def of(cls, entries: Iterable[TraceEntry]) -> Trace:
+        rows = list(entries)
+        if not rows:
+            return cls([], [], [], [], [])
+        columns: list[list[Any]] = [list(c) for c in zip(*rows, strict=True)]
+        extra = {i: (e.frames, e.device_free or 0) for i, e in enumerate(rows) if e.action == "oom"}
+        return cls(columns[0], columns[1], columns[2], columns[3], columns[4], extra)
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+    def _row(self, i: int) -> TraceEntry:
+        frames, free = self.extra.get(i, ((), None))
+        return TraceEntry(self.action[i], self.addr[i], self.size[i], self.stream[i],
+                          self.time_us[i], frames, free)  # fmt: skip
+
+    @overload
+    def __getitem__(self, i: int) -> TraceEntry: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[TraceEntry, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> TraceEntry | tuple[TraceEntry, ...]:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        n = len(self.action)
+        if not -n <= i < n:
+            raise IndexError("trace index out of range")
+        return self._row(i % n)
+
+    def __iter__(self) -> Iterator[TraceEntry]:
+        rows = map(tuple.__new__, repeat(TraceEntry),
+                   zip(self.action, self.addr, self.size, self.stream, self.time_us,
+                       repeat(()), repeat(None)))  # fmt: skip
+        if not self.extra:
+            return rows
+        return (self._row(i) if i in self.extra else e for i, e in enumerate(rows))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Trace):
+            return (self.action, self.addr, self.size, self.stream, self.time_us,
+                    self.extra) == (other.action, other.addr, other.size, other.stream,
+                                    other.time_us, other.extra)  # fmt: skip
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self)} entries)"
+
+
 @dataclass(frozen=True, slots=True)
 class Annotation:
     device: int
@@ -119,7 +204,7 @@ class Snapshot:
 
     layout: str
     segments: tuple[Segment, ...]
-    device_traces: tuple[tuple[TraceEntry, ...], ...]
+    device_traces: tuple[Trace, ...]
     allocator_settings: tuple[tuple[str, Any], ...] = ()
     annotations: tuple[Annotation, ...] = ()
 
@@ -227,6 +312,180 @@ class _Frames:
         self.lists[id(value)] = result
         return result
 
+    def convert(self, value: list) -> tuple[Frame, ...] | None:
+        """A frame list's frames in C when every frame dict was validated before, else
+        :meth:`get`'s work for the new ones; None where :meth:`get` would reject. Neither
+        the list cache nor the budget is touched (:func:`_segments_fast` commits both)."""
+        known = self.frames
+        try:
+            return tuple(map(known.__getitem__, map(id, value)))
+        except KeyError:
+            pass
+        for f in value:
+            if id(f) in known:
+                continue
+            if type(f) is not dict:
+                return None
+            name, line, func = f.get("filename"), f.get("line"), f.get("name")
+            if type(name) is not str or type(line) is not int or type(func) is not str:
+                return None
+            known[id(f)] = (name, line, func)
+        return tuple(map(known.__getitem__, map(id, value)))
+
+
+_DICT = {dict}
+_LIST = {list}
+_STR = {str}
+_BOOL = {bool}
+_NONE = type(None)
+_FRAME_LISTS = {list, _NONE}
+
+
+def _frame_columns(
+    columns: list[list], frames: _Frames, budget: _Budget, reserve: int
+) -> list[list[tuple[Frame, ...]]] | None:
+    """Every frame list of ``columns`` (lists of ``list | None``) as frame tuples, each
+    distinct list validated once, as :meth:`_Frames.get` does it; None where it would
+    reject or the budget (less ``reserve``) would run out (nothing is committed then)."""
+    lists = frames.lists
+    new: dict[int, tuple[Frame, ...]] = {}
+    cost = 0
+    for column in columns:
+        if not set(map(type, column)) <= _FRAME_LISTS:
+            return None
+        for value in column:
+            key = id(value)
+            if value is None or key in lists or key in new:
+                continue
+            converted = frames.convert(value)
+            if converted is None:
+                return None
+            new[key] = converted
+            cost += len(value) + 1
+    if cost + reserve > budget.left:
+        return None
+    budget.take(cost)
+    lists.update(new)
+    get = lists.get
+    return [[get(id(v), ()) for v in column] for column in columns]
+
+
+def _int_columns(rows: list, spec: tuple[tuple[str, int | None], ...]) -> list[list] | None:
+    """``row.get(key, default)`` per (key, default), or None unless all are ints >= 0."""
+    columns = [list(map(dict.get, rows, repeat(key), repeat(default))) for key, default in spec]
+    flat = list(chain.from_iterable(columns))
+    if flat and (set(map(type, flat)) != _INT or min(flat) < 0):
+        return None
+    return columns
+
+
+_SEGMENT_INTS = (("device", 0), ("address", None), ("total_size", None), ("allocated_size", 0),
+                 ("active_size", 0), ("requested_size", 0), ("stream", 0))  # fmt: skip
+_BLOCK_INTS = (("size", None), ("requested_size", 0))
+
+
+def _segments_fast(
+    raw: list, top: Any, frames: _Frames, budget: _Budget
+) -> tuple[tuple[Segment, ...], bool] | None:
+    """:func:`_segment` over every segment, a column at a time across all segments and all
+    their blocks.
+
+    Accepts only what :func:`_segment` accepts segment by segment, with the same result
+    (and the same budget taken); anything else returns None and the caller walks the
+    segments with :func:`_segment`, which names the fault.
+    """
+    if not raw or set(map(type, raw)) != _DICT:
+        return None
+    block_lists: list[Any] = list(map(dict.get, raw, repeat("blocks")))
+    if set(map(type, block_lists)) != _LIST:
+        return None
+    counts = list(map(len, block_lists))
+    blocks = list(chain.from_iterable(block_lists))
+    if blocks and set(map(type, blocks)) != _DICT:
+        return None
+    # PyTorch builds every segment, block list and block afresh: all distinct, none seen
+    # before, none the containers above them (a cycle).
+    ids = set(map(id, raw))
+    ids.update(map(id, block_lists))
+    ids.update(map(id, blocks))
+    nodes = len(raw) + len(blocks)
+    if (
+        len(ids) != nodes + len(raw)
+        or not ids.isdisjoint(budget.seen)
+        or id(raw) in ids
+        or id(top) in ids
+        or nodes > budget.left
+    ):
+        return None
+    seg_ints = _int_columns(raw, _SEGMENT_INTS)
+    block_ints = _int_columns(blocks, _BLOCK_INTS)
+    if seg_ints is None or block_ints is None:
+        return None
+    types = list(map(dict.get, raw, repeat("segment_type"), repeat("large")))
+    expandable = list(map(dict.get, raw, repeat("is_expandable"), repeat(False)))
+    states = list(map(dict.get, blocks, repeat("state")))
+    if set(map(type, types)) != _STR or set(map(type, expandable)) != _BOOL:
+        return None
+    if blocks and set(map(type, states)) != _STR:
+        return None
+    pools = list(map(dict.get, raw, repeat("segment_pool_id")))
+    pairs = [p for p in pools if p is not None]
+    if pairs and (
+        set(map(type, pairs)) != {tuple}
+        or set(map(len, pairs)) != {2}
+        or set(map(type, chain.from_iterable(pairs))) != _INT
+    ):
+        return None
+    sizes = block_ints[0]
+    addresses: list[Any] = list(map(dict.get, blocks, repeat("address")))
+    # torch 2.0 blocks: "history" and no "frames"; their address is the running offset
+    has_history = map(dict.__contains__, blocks, repeat("history"))
+    has_frames = map(dict.__contains__, blocks, repeat("frames"))
+    legacy_at = list(compress(count(), map(operator.gt, has_history, has_frames)))
+    block_frames = list(map(dict.get, blocks, repeat("frames")))
+    real: list[int | None] = [None] * len(blocks)
+    if legacy_at or None in addresses:  # a missing address is the running offset too
+        offsets: list[int] = []
+        for start, n in zip(seg_ints[1], counts, strict=True):
+            at = len(offsets)
+            offsets += islice(accumulate(islice(sizes, at, at + n), initial=start), n)
+        addresses = list(map(dict.get, blocks, repeat("address"), offsets))
+        for i in legacy_at:
+            history = blocks[i]["history"]
+            if type(history) is not list:
+                return None
+            addresses[i] = offsets[i]
+            if history:
+                first = history[0]
+                if type(first) is not dict:
+                    return None
+                real[i] = first.get("real_size")
+                block_frames[i] = first.get("frames")
+                if type(real[i]) is not int or real[i] < 0:  # type: ignore[operator]
+                    return None
+    if blocks and (set(map(type, addresses)) != _INT or min(addresses) < 0):
+        return None
+    legacy = bool(legacy_at)
+    converted = _frame_columns(
+        [block_frames, list(map(dict.get, raw, repeat("frames")))], frames, budget, nodes
+    )
+    if converted is None:
+        return None
+    budget.take(nodes)
+    budget.seen |= ids
+    out = list(
+        map(tuple.__new__, repeat(Block),
+            zip(addresses, sizes, block_ints[1], states, converted[0], real, strict=True))
+    )  # fmt: skip
+    it = iter(out)
+    per_segment = [tuple(islice(it, n)) for n in counts]
+    # an is_expandable column of bools; pool pairs are kept as the (equal) tuples read
+    segments = tuple(
+        map(tuple.__new__, repeat(Segment),
+            zip(*seg_ints, types, pools, expandable, converted[1], per_segment, strict=True))
+    )  # fmt: skip
+    return segments, legacy
+
 
 def _pool_id(seg: dict, path: str) -> PoolId | None:
     value = seg.get("segment_pool_id")
@@ -320,17 +579,20 @@ _INT = {int}
 _TIME = {int, type(None)}
 
 
-def _int_column(entries: list, key: str, default: int | None) -> list | None:
-    """``entry.get(key, default)`` for every entry, or None unless all are ints >= 0."""
-    column = list(map(dict.get, entries, repeat(key), repeat(default)))
-    if set(map(type, column)) != _INT or min(column) < 0:
-        return None
-    return column
+def _sole_references(objs: list) -> bool:
+    """True when ``objs`` is the only holder of each of its items, each held once: then no
+    item is repeated in it or shared with any other container, so the id set that proves it
+    the slow way (60 ns an item, and as much again to merge) is not needed. CPython's
+    reference counts; anything else (another holder, another Python) answers False, and
+    the caller checks ids."""
+    getrefcount = getattr(sys, "getrefcount", None)
+    if getrefcount is None:  # pragma: no cover - not CPython
+        return False
+    probe = [object()]
+    return set(map(getrefcount, objs)) == set(map(getrefcount, probe))
 
 
-def _entries_fast(
-    entries: list, path: str, frames: _Frames, budget: _Budget
-) -> tuple[TraceEntry, ...] | None:
+def _entries_fast(entries: list, path: str, frames: _Frames, budget: _Budget) -> Trace | None:
     """:func:`_entry` over a whole trace, one column at a time in C.
 
     Accepts only a trace that :func:`_entry` accepts entry by entry, with the same result;
@@ -338,33 +600,34 @@ def _entries_fast(
     the caller walks the trace with :func:`_entry`, which names the fault.
     """
     if not entries:
-        return ()
-    if set(map(type, entries)) != {dict}:
+        return Trace([], [], [], [], [])
+    if set(map(type, entries)) != _DICT:
         return None
-    ids = set(map(id, entries))
-    if len(ids) != len(entries) or not ids.isdisjoint(budget.seen):
-        return None
-    actions = list(map(dict.get, entries, repeat("action")))
-    if set(map(type, actions)) != {str}:
+    ids = None
+    if not _sole_references(entries):
+        ids = set(map(id, entries))
+        if len(ids) != len(entries) or not ids.isdisjoint(budget.seen):
+            return None
+    actions: list[Any] = list(map(dict.get, entries, repeat("action")))
+    if set(map(type, actions)) != _STR:
         return None
     times = list(map(dict.get, entries, repeat("time_us")))
     if not set(map(type, times)) <= _TIME:
         return None
-    addrs = _int_column(entries, "addr", 0)
-    sizes = _int_column(entries, "size", None)
-    streams = _int_column(entries, "stream", 0)
-    if addrs is None or sizes is None or streams is None:
+    columns = _int_columns(entries, (("addr", 0), ("size", None), ("stream", 0)))
+    if columns is None:
         return None
-    budget.seen |= ids
-    out = list(
-        map(tuple.__new__, repeat(TraceEntry),
-            zip(actions, addrs, sizes, streams, times, repeat(()), repeat(None)))
-    )  # fmt: skip
+    addrs, sizes, streams = columns
+    extra: dict[int, tuple[tuple[Frame, ...], int]] = {}
     if "oom" in actions:  # rare: the ordinary-entry columns above must hold for them too
         for i, action in enumerate(actions):
             if action == "oom":
-                out[i] = _entry_oom(entries[i], f"{path}[{i}]", frames)
-    return tuple(out)
+                e = _entry_oom(entries[i], f"{path}[{i}]", frames)
+                addrs[i], sizes[i], streams[i] = None, e.size, e.stream
+                extra[i] = (e.frames, e.device_free or 0)
+    if ids is not None:
+        budget.seen |= ids
+    return Trace(actions, addrs, sizes, streams, times, extra)
 
 
 def _entry_oom(e: dict, path: str, frames: _Frames) -> TraceEntry:
@@ -373,7 +636,7 @@ def _entry_oom(e: dict, path: str, frames: _Frames) -> TraceEntry:
                       e.get("time_us"), fr, _int(e, "device_free", path, 0))  # fmt: skip
 
 
-def _traces(raw: Any, frames: _Frames, budget: _Budget) -> tuple[tuple[TraceEntry, ...], ...]:
+def _traces(raw: Any, frames: _Frames, budget: _Budget) -> tuple[Trace, ...]:
     traces = _as_list(raw, "device_traces")
     out = []
     for d, trace in enumerate(traces):
@@ -384,7 +647,9 @@ def _traces(raw: Any, frames: _Frames, budget: _Budget) -> tuple[tuple[TraceEntr
         budget.take(len(entries) + 1)
         fast = _entries_fast(entries, path, frames, budget)
         if fast is None:
-            fast = tuple(_entry(e, f"{path}[{i}]", frames, budget) for i, e in enumerate(entries))
+            fast = Trace.of(
+                _entry(e, f"{path}[{i}]", frames, budget) for i, e in enumerate(entries)
+            )
         out.append(fast)
     return tuple(out)
 
@@ -423,6 +688,20 @@ def _annotations(raw: Any, budget: _Budget) -> tuple[Annotation, ...]:
     return tuple(out)
 
 
+def _segments_slow(
+    raw_segments: list, obj: Any, frames: _Frames, budget: _Budget
+) -> tuple[tuple[Segment, ...], bool]:
+    segments = []
+    legacy = False
+    for i, raw in enumerate(raw_segments):
+        if raw is raw_segments or raw is obj:
+            raise ArtifactRejected(f"segments[{i}] refers back to its container (cycle)")
+        seg, old = _segment(raw, f"segments[{i}]", frames, budget)
+        legacy |= old
+        segments.append(seg)
+    return tuple(segments), legacy
+
+
 def validate(
     obj: Any, max_nodes: int = DEFAULT_MAX_NODES, deadline: Deadline | None = None
 ) -> Snapshot:
@@ -442,14 +721,11 @@ def validate(
         raise ArtifactRejected(f"not a memory snapshot: top level is a {_tname(obj)}")
     raw_segments = _as_list(raw_segments, "segments")
     budget.take(len(raw_segments))
-    segments = []
-    legacy = False
-    for i, raw in enumerate(raw_segments):
-        if raw is raw_segments or raw is obj:
-            raise ArtifactRejected(f"segments[{i}] refers back to its container (cycle)")
-        seg, old = _segment(raw, f"segments[{i}]", frames, budget)
-        legacy |= old
-        segments.append(seg)
+    fast = _segments_fast(raw_segments, obj, frames, budget)
+    if fast is not None:
+        segments, legacy = fast
+    else:
+        segments, legacy = _segments_slow(raw_segments, obj, frames, budget)
     traces = _traces(top["device_traces"], frames, budget) if "device_traces" in top else ()
     settings = _settings(top.get("allocator_settings"))
     notes = (
@@ -457,7 +733,7 @@ def validate(
     )
     if legacy:
         layout = "legacy"
-    return Snapshot(layout, tuple(segments), traces, settings, notes)
+    return Snapshot(layout, segments, traces, settings, notes)
 
 
 def load_snapshot(

@@ -48,10 +48,12 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any
 
 from artifacts.chrome_trace import (
@@ -163,12 +165,14 @@ class _LaunchIndex:
     @classmethod
     def build(cls, trace: ChromeTrace) -> _LaunchIndex:
         lc = trace.launches
-        order = sorted((i for i in range(len(lc)) if lc.corr[i] >= 0), key=lc.corr.__getitem__)
+        linked = compress(range(len(lc)), map(operator.ge, lc.corr, repeat(0)))
+        order = sorted(linked, key=lc.corr.__getitem__)
+        ts = array("d", map(lc.ts.__getitem__, order))
         return cls(
-            array("q", (lc.corr[i] for i in order)),
-            array("d", (lc.ts[i] for i in order)),
-            array("d", (lc.ts[i] + lc.dur[i] for i in order)),
-            array("b", (lc.kind[i] for i in order)),
+            array("q", map(lc.corr.__getitem__, order)),
+            ts,
+            array("d", map(operator.add, ts, map(lc.dur.__getitem__, order))),
+            array("b", map(lc.kind.__getitem__, order)),
         )
 
     def find(self, corr: int) -> int:
@@ -176,6 +180,13 @@ class _LaunchIndex:
             return -1
         k = bisect.bisect_left(self.corr, corr)
         return k if k < len(self.corr) and self.corr[k] == corr else -1
+
+    def find_all(self, corrs: array) -> array:
+        """:meth:`find` of every correlation id, the searches in C."""
+        at = list(map(bisect.bisect_left, repeat(self.corr), corrs))
+        ids: list[int | None] = [*self.corr, None]  # at == len: no match
+        found = map(operator.eq, map(ids.__getitem__, at), corrs)
+        return array("q", [k if hit else -1 for k, hit in zip(at, found, strict=True)])
 
 
 # --------------------------------------------------------------------------------------
@@ -380,7 +391,22 @@ def _origin(trace: ChromeTrace) -> float:
     return min(cands) if cands else 0.0
 
 
-def _kernel_breakdown(trace: ChromeTrace, order: list[int]) -> dict[str, Any]:
+def _of_kind(order: list[int], kinds: array, k: int) -> list[int]:
+    """The indices of ``order`` whose activity is of kind ``k``, in order."""
+    return [i for i in order if kinds[i] == k]
+
+
+def _merged_kinds(trace: ChromeTrace, order: list[int]) -> list[tuple[array, array]]:
+    """The union of each kind's activities, by kind: computed once, read four times."""
+    g = trace.gpu
+    return [
+        merge_intervals(_of_kind(order, g.kind, k), g.ts, g.dur) for k in range(len(KIND_NAMES))
+    ]
+
+
+def _kernel_breakdown(
+    trace: ChromeTrace, order: list[int], merged_kinds: list[tuple[array, array]] | None = None
+) -> dict[str, Any]:
     g = trace.gpu
     n_names = len(trace.names)
     count = array("q", bytes(8 * n_names))
@@ -398,8 +424,9 @@ def _kernel_breakdown(trace: ChromeTrace, order: list[int]) -> dict[str, Any]:
         kind_count[k] += 1
     grand = sum(kind_sum) or 1.0
     by_kind = {}
+    merged_kinds = merged_kinds or _merged_kinds(trace, order)
     for k, kname in enumerate(KIND_NAMES):
-        merged = merge_intervals((i for i in order if g.kind[i] == k), g.ts, g.dur)
+        merged = merged_kinds[k]
         by_kind[kname] = {
             "count": kind_count[k],
             "sum_ms": _r(kind_sum[k] / 1e3),
@@ -427,7 +454,11 @@ def _kernel_breakdown(trace: ChromeTrace, order: list[int]) -> dict[str, Any]:
 
 
 def _idle(
-    trace: ChromeTrace, order: list[int], launch_ts: list[float | None], origin: float
+    trace: ChromeTrace,
+    order: list[int],
+    launch_ts: list[float | None],
+    origin: float,
+    merged_compute: tuple[array, array] | None = None,
 ) -> tuple[dict[str, Any], tuple[array, array]]:
     g = trace.gpu
     merged_all = merge_intervals(order, g.ts, g.dur)
@@ -436,22 +467,30 @@ def _idle(
     kernel_time = merged_all[1][-1] - merged_all[0][0]
     busy = _total(merged_all)
     idle = max(0.0, kernel_time - busy)
-    compute = _total(merge_intervals((i for i in order if g.kind[i] == COMPUTE), g.ts, g.dur))
+    if merged_compute is None:
+        merged_compute = merge_intervals(_of_kind(order, g.kind, COMPUTE), g.ts, g.dur)
+    compute = _total(merged_compute)
     non_compute = max(0.0, kernel_time - compute - idle)
     streams: dict[tuple[int, int], dict[str, Any]] = {}
     prev_end: dict[tuple[int, int], float] = {}
-    for i in order:
-        key = (g.device[i], g.stream[i])
+    ts, dur = g.ts, g.dur
+    for i, key in zip(
+        order,
+        zip(map(g.device.__getitem__, order), map(g.stream.__getitem__, order), strict=True),
+        strict=True,
+    ):
         st = streams.get(key)
-        end = g.ts[i] + g.dur[i]
+        start = ts[i]
+        d = dur[i]
+        end = start + d
         if st is None:
             streams[key] = {
                 "device": key[0],
                 "stream": key[1],
                 "count": 1,
-                "first": g.ts[i],
+                "first": start,
                 "last": end,
-                "busy": g.dur[i],
+                "busy": d,
                 "host_wait": 0.0,
                 "kernel_wait": 0.0,
                 "other": 0.0,
@@ -459,9 +498,9 @@ def _idle(
             prev_end[key] = end
             continue
         st["count"] += 1
-        st["busy"] += g.dur[i]
+        st["busy"] += d
         pe = prev_end[key]
-        gap = g.ts[i] - pe
+        gap = start - pe
         if gap > 0:
             lt = launch_ts[i]
             if lt is not None and lt > pe:
@@ -472,7 +511,8 @@ def _idle(
                 st["other"] += gap
         if end > pe:
             prev_end[key] = end
-        st["last"] = max(st["last"], end)
+        if end > st["last"]:
+            st["last"] = end
     # The largest gaps with nothing running on any stream.
     gaps = sorted(
         (
@@ -516,10 +556,14 @@ def _idle(
 
 
 def _collectives(
-    trace: ChromeTrace, order: list[int], merged_compute: tuple[array, array]
+    trace: ChromeTrace,
+    order: list[int],
+    merged_compute: tuple[array, array],
+    comm: tuple[array, array] | None = None,
 ) -> dict[str, Any]:
     g = trace.gpu
-    comm = merge_intervals((i for i in order if g.kind[i] == COMMUNICATION), g.ts, g.dur)
+    if comm is None:
+        comm = merge_intervals(_of_kind(order, g.kind, COMMUNICATION), g.ts, g.dur)
     comm_time = _total(comm)
     overlap = intersection_length(comm, merged_compute) if comm_time > 0 else 0.0
     rows = []
@@ -829,13 +873,14 @@ def analyse_trace(
     origin = _origin(trace)
     order = sorted(range(len(g)), key=g.ts.__getitem__)
     index = _LaunchIndex.build(trace)
-    launch_of = array("q", (index.find(c) for c in g.corr))
+    launch_of = index.find_all(g.corr)
     launch_ts: list[float | None] = [index.ts[k] if k >= 0 else None for k in launch_of]
 
-    breakdown = _kernel_breakdown(trace, order)
-    idle, merged_all = _idle(trace, order, launch_ts, origin)
-    merged_compute = merge_intervals((i for i in order if g.kind[i] == COMPUTE), g.ts, g.dur)
-    collectives = _collectives(trace, order, merged_compute)
+    merged_kinds = _merged_kinds(trace, order)
+    merged_compute = merged_kinds[COMPUTE]
+    breakdown = _kernel_breakdown(trace, order, merged_kinds)
+    idle, merged_all = _idle(trace, order, launch_ts, origin, merged_compute)
+    collectives = _collectives(trace, order, merged_compute, merged_kinds[COMMUNICATION])
     graphs = _graph_launches(trace, launch_of, index)
     cpu_ops = _long_cpu_ops(trace, merged_all, origin)
     rows = _build_steps(trace, order, launch_ts, origin)
