@@ -23,10 +23,13 @@ from realengine.controller import apply_fix
 from realengine.sizing import prefill_load
 from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
 from tests.realengine.incidents import Load, describe, diagnose, evidence, nodes, write_budget
-from tests.realengine.verifying import Poller, criteria, judge, scaled_fix
+from tests.realengine.verifying import MachineShare, Poller, criteria, judge, scaled_fix
 
 UNFIXED = EngineFlags(max_model_len=2048, max_num_batched_tokens=2048)
 LONG_PROMPT_MEAN = 1750  # prefill_load's long prompts are 1,600-1,900 tokens
+# Other processes' CPU over the fixed window beyond which its ITL tail is the machine's:
+# a quarter of this 2-core machine (a quiet one reads ~0.05; two busy neighbours ~2).
+SHARED_CORES = 0.5
 
 
 def _p99_ms(result) -> float | None:
@@ -83,8 +86,11 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
     # The machine's load drifts over minutes: what a step costs now, with nothing else
     # running, is what the fixed engine's tail is measured against.
     fixed_calibration, _ = calibrate_engine(engine, "calibration.prefill_fixed")
+    share = MachineShare(engine.process.pid)
     with Poller("itl-spikes", budget, engine.metrics_url, max_s=run_s + 120) as fixed:
         Load(plan, engine.url, deadline_s=run_s + 60, seed=21).start().join()
+    machine = share.report()
+    record("verify.prefill.machine", machine)
     keep_scrape("prefill-fixed", engine.metrics_url)
     verdict = judge(scaled, budget, fixed, fix["parameters"])
     record("verify.prefill.fixed", criteria(verdict))
@@ -108,6 +114,11 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
             # Physics of a shared CPU: the OS deschedules the engine for longer than any
             # step costs, so the tail is set by the machine, not by the chunk budget.
             pytest.xfail(f"the machine's own ITL tail is over the ceiling: {numbers}")
+        if machine["other_cores"] > SHARED_CORES:
+            # The same, measured over the window itself rather than just before it: other
+            # work held a core's share while the fixed engine's tail was being read.
+            pytest.xfail(f"other work took {machine['other_cores']} cores over the window: "
+                         f"{numbers}; {machine}")  # fmt: skip
         # The machine could have met the ceiling and the fixed engine did not: the fix
         # failed its verification, which is what this incident exists to catch.
         pytest.fail(f"the applied fix did not verify: {numbers}; {criteria(verdict)}")
