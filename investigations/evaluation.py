@@ -662,7 +662,10 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         max(1.0, full_clock / slowest) if full_clock and slowest and slowest > 0 else 1.0
     )
     decoding = reduce(Measure("requests_running", "engine", "mean", 300), observations, now)
-    prefill_wall_s = prefill_wall(budget, avg_prompt, prompt_rate, decoding or 0.0, clock_stretch)
+    lane_rate = prompt_rate
+    if avg_prompt and (first_tokens := observed_rate(observations, "ttft", now)) is not None:
+        lane_rate = avg_prompt * first_tokens
+    prefill_wall_s = prefill_wall(budget, avg_prompt, lane_rate, decoding or 0.0, clock_stretch)
     return {
         "expected.prefill_wall_s": prefill_wall_s,
         "expected.clock_stretch": clock_stretch,
@@ -678,6 +681,23 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.kv_usage_of_running_most": kv_of_running_most,
         "expected.prefill_s": prefill_s,
     }
+
+
+def observed_rate(observations: Observations, histogram: str, now: float) -> float | None:
+    """Observations a second that the latest window actually counted: its
+    ``<histogram>_window_count`` over the seconds of scrapes behind it (``scrape_span_s``).
+
+    A probe's rates are PromQL's: the increase extrapolated over the probe's whole window
+    (60 s), so a window the scrapes cover only in part (an investigation polled for 10 s)
+    reads a fraction of the true rate, as Prometheus does before a range fills (eight times
+    too low after two polls 5 s apart). Ratios of two such rates hold (prompt tokens per
+    first token); an absolute rate, a prefill lane's load, does not. None where either is
+    missing or the span is empty."""
+    counted = reduce(Measure(f"{histogram}_window_count", "engine", "last", 300), observations, now)
+    span = reduce(Measure("scrape_span_s", "engine", "last", 300), observations, now)
+    if counted is None or not span or span <= 0:
+        return None
+    return counted / span
 
 
 # Past this share of the prefill lane busy, the wall time a prompt's prefill takes is the

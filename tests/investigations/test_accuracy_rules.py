@@ -137,6 +137,34 @@ def test_a_prompts_prefill_shares_its_steps_with_the_decodes_and_the_other_promp
     assert expected["expected.prefill_wall_s"] == pytest.approx(busy)
 
 
+def test_a_lanes_load_is_what_the_scrapes_counted_not_a_rate_over_an_unfilled_window():
+    """A probe's rates extrapolate the increase over its whole 60 s window (PromQL's
+    rate), so ten seconds into an investigation they read a sixth of the truth. The ratio
+    of two such rates (prompt tokens per first token) holds; the lane's load does not: a
+    healthy draw's lane at 0.29 read 0.03, its expected prefill fell to the bare step, and
+    the prefill every prompt takes beside the others confirmed "slow prefill"."""
+    # 2 first tokens a second of 2,000-token prompts, seen over 10 s of scrapes: the
+    # extrapolated rates read a sixth (10 s of a 60 s window), the window counted 20.
+    early = walkthrough_1(
+        {
+            ("engine", "prompt_tokens_rate"): [("", [(NOW, 4000 / 6)])],
+            ("engine", "ttft_count_rate"): [("", [(NOW, 2 / 6)])],
+            ("engine", "ttft_window_count"): [("", [(NOW, 20.0)])],
+            ("engine", "scrape_span_s"): [("", [(NOW, 10.0)])],
+        }
+    )
+    expected = high_ttft(early).expected
+    assert expected["expected.avg_prompt_tokens"] == pytest.approx(2000)
+    truth = prefill_wall(ATLAS, 2000, 4000, decoding=40)
+    assert truth is not None
+    assert expected["expected.prefill_wall_s"] == pytest.approx(truth)
+    # Without the count behind it, the probe's rate stands as it is.
+    del early[("engine", "ttft_window_count")]
+    assert high_ttft(early).expected["expected.prefill_wall_s"] == pytest.approx(
+        prefill_wall(ATLAS, 2000, 4000 / 6, decoding=40)
+    )
+
+
 def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
     """A step whose GPU excess is 3x the 512-token chunk's cost: on full clocks between
     the thresholds; with one rank at half clock the rank predicts 2x of it, and the rest
