@@ -845,6 +845,8 @@ def evaluate_check(
         return CheckResult(**base, outcome=outcome, reason=reason)
     missing = "; ".join(m for m in (confirm_missing, eliminate_missing) if m)
     reason = missing or f"{measured:.4g} is between the thresholds"
+    if check.confirm is None and check.eliminate is None:
+        reason = f"{measured:.4g}"  # a veto that only holds back: its clearing says the rest
     if not missing and evidence is not None and evidence.interval is not None:
         reason += f" (bucket {_bucket_text(evidence.interval)})"
     if check.clears is not None:
@@ -987,7 +989,11 @@ def unjudged(result: CheckResult) -> bool:
     value the data behind it cannot carry yet (as opposed to a value between thresholds)."""
     if result.outcome != INCONCLUSIVE:
         return False
-    no_threshold = result.confirm_threshold is None and result.eliminate_threshold is None
+    no_threshold = (
+        result.confirm_threshold is None
+        and result.eliminate_threshold is None
+        and result.clears_threshold is None
+    )
     return result.measured is None or no_threshold or bool(result.held)
 
 

@@ -536,3 +536,32 @@ def test_a_gc_pause_explains_itl_spikes_when_it_exceeds_the_steps_headroom():
     assert gc_check(8, tighter).outcome == "inconclusive"
     assert gc_check(10, tighter).outcome == "confirm"
     assert gc_check(3, tighter).outcome == "eliminate"
+
+
+# --- evidence that muddies a measurement holds back, never rules out -----------------
+
+
+def test_preemptions_hold_slow_prefill_back_and_never_rule_it_out():
+    """Re-prefill after preemptions inflates the engine's prefill time, so slow prefill is
+    not confirmed from it while they show; but they say nothing against slow kernels: a
+    slow prefill whose long prompts burst a small cache into preemption was eliminated
+    (a drawn prefill-slow incident, KV pressure beside it)."""
+    slow = {("engine", "prefill_time_mean"): [("", flat(5.0))]}
+    preempting = high_ttft(walkthrough_1(slow)).find("prefill-slow")
+    by_id = {c.id: c for c in preempting.checks}
+    assert by_id["prefill-vs-budget"].outcome == "confirm"
+    veto = by_id["no-re-prefill"]
+    assert (veto.outcome, veto.in_doubt, veto.clears_threshold) == ("inconclusive", True, 0.0)
+    assert preempting.suggestion == "inconclusive"
+    calm = walkthrough_1({**slow, ("engine", "preemptions_rate"): [("", flat(0.0))]})
+    assert high_ttft(calm).find("prefill-slow").suggestion == "confirm"
+
+
+def test_a_veto_needs_an_elimination_or_a_clearing():
+    text = (PLAYBOOKS / "high-ttft.yaml").read_text()
+    broken = text.replace(
+        '        clears: {op: "<=", value: 0}\n        veto: true\n', "        veto: true\n"
+    )
+    assert broken != text
+    with pytest.raises(PlaybookError, match="needs an eliminate or a clears condition"):
+        parse_playbook(broken, "high-ttft.yaml")
