@@ -159,6 +159,7 @@ class CheckResult:
             "samples": "needs more samples",
             "observations": "needs more observations",
             "rare": "needs evidence that sees rare steps (a deeper quantile, a longer trace)",
+            "muddied": "needs this to clear: until then it muddies the cause's evidence",
         }.get(self.held, "needs more data")
 
 
@@ -858,7 +859,12 @@ def evaluate_check(
             )
         if not compare(check.clears.op, measured, clears_at):
             reason += f", short of clearing ({check.clears.op} {clears_at:.4g})"
-            return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True)
+            # A veto that only holds back says the cause's evidence is muddied until it
+            # clears (re-prefill in a prefill time): the cause waits on it, as on data.
+            held = "muddied" if check.eliminate is None else ""
+            return CheckResult(
+                **base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True, held=held
+            )
     return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason)
 
 

@@ -552,6 +552,7 @@ def test_preemptions_hold_slow_prefill_back_and_never_rule_it_out():
     assert by_id["prefill-vs-budget"].outcome == "confirm"
     veto = by_id["no-re-prefill"]
     assert (veto.outcome, veto.in_doubt, veto.clears_threshold) == ("inconclusive", True, 0.0)
+    assert veto.held == "muddied" and "clear" in veto.needs_more
     assert preempting.suggestion == "inconclusive"
     calm = walkthrough_1({**slow, ("engine", "preemptions_rate"): [("", flat(0.0))]})
     assert high_ttft(calm).find("prefill-slow").suggestion == "confirm"
