@@ -46,6 +46,8 @@ ELIMINATE_LR = 0.05
 # Rare events: at a true rate r, a span of s seconds shows none with probability e^(-r s);
 # "none seen" says the rate is below r only once about three were expected (5 %).
 EXPECTED_EVENTS = 3.0
+# A hold-only veto short of clearing: its cause's own evidence is muddied (CheckResult.held).
+MUDDIED = "muddied"
 # The smallest rate of events that matters, where a check names none (``min_rate``): one a
 # minute. "No preemption" therefore takes three minutes of scrapes to mean anything.
 DEFAULT_MIN_RATE = 1 / 60
@@ -159,7 +161,7 @@ class CheckResult:
             "samples": "needs more samples",
             "observations": "needs more observations",
             "rare": "needs evidence that sees rare steps (a deeper quantile, a longer trace)",
-            "muddied": "needs this to clear: until then it muddies the cause's evidence",
+            MUDDIED: "needs this to clear: until then it muddies the cause's evidence",
         }.get(self.held, "needs more data")
 
 
@@ -201,6 +203,7 @@ class NodeResult:
         without data."""
         return (
             self.suggestion != ELIMINATE
+            and not any(c.held == MUDDIED for c in self.checks)
             and any(c.outcome == CONFIRM for c in self.checks)
             and _likelihood(self.checks) > 1.0
         )
@@ -861,7 +864,7 @@ def evaluate_check(
             reason += f", short of clearing ({check.clears.op} {clears_at:.4g})"
             # A veto that only holds back says the cause's evidence is muddied until it
             # clears (re-prefill in a prefill time): the cause waits on it, as on data.
-            held = "muddied" if check.eliminate is None else ""
+            held = MUDDIED if check.eliminate is None else ""
             return CheckResult(
                 **base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True, held=held
             )
@@ -1200,6 +1203,11 @@ def evaluate(
             (_measure_key(c.measure), r.outcome) for c, r in zip(node.checks, results, strict=True)
         ]
         fresh = [r for r, key in zip(results, keys, strict=True) if key not in counted]
+        if any(r.held == MUDDIED for r in results):
+            # A confirmation on evidence a veto says is muddied (prefill time inflated by
+            # re-prefill) is no support: it must not lift the cause above the one whose
+            # signature muddies it (a leak's preemptions made "slow prefill" rank first).
+            fresh = [r for r in fresh if r.outcome != CONFIRM]
         score = inherited * node.prior * _likelihood(fresh)
         state = decisions.get(node.key, OPEN)
         if state == ELIMINATED:

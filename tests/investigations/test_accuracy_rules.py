@@ -566,3 +566,18 @@ def test_a_veto_needs_an_elimination_or_a_clearing():
     assert broken != text
     with pytest.raises(PlaybookError, match="needs an eliminate or a clears condition"):
         parse_playbook(broken, "high-ttft.yaml")
+
+
+def test_a_confirmation_on_muddied_evidence_is_no_support():
+    """A leak's preemptions muddy the prefill time; "slow prefill" confirmed from it
+    (held back by its veto) ranked first above the confirmed leak. Its confirmation
+    lends it no support and no score while the veto is short of clearing."""
+    slow = {("engine", "prefill_time_mean"): [("", flat(5.0))]}
+    result = high_ttft(walkthrough_1(slow))
+    prefill = result.find("prefill-slow")
+    assert any(c.outcome == "confirm" for c in prefill.checks)
+    assert not prefill.supported
+    assert prefill.score == pytest.approx(0.25)  # its prior alone
+    assert result.ranking.index("kv-cache-pressure") < result.ranking.index("prefill-slow")
+    calm = walkthrough_1({**slow, ("engine", "preemptions_rate"): [("", flat(0.0))]})
+    assert high_ttft(calm).find("prefill-slow").supported
