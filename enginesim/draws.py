@@ -341,12 +341,22 @@ class _Ctx:
 
     def rate_for(self, prompt: float, output: float, load: float | None = None) -> float:
         """Arrivals per second at ``load`` x what one engine serves: every request's prefill
-        plus its share of the decode steps of a full batch (seats the KV cache permits)."""
+        plus its share of the decode steps of a full batch (seats the KV cache permits),
+        and at most ``load`` x what the prefill lane admits."""
         capacity_tokens = self.c.kv_budget_bytes_per_rank // self.c.kv_bytes_per_token
         seats = min(self.seats, capacity_tokens / max(1.0, prompt + output / 2))
         prefill = prompt * self.c.prefill_cost_per_token_s * self.prefill_factor
         gpu_s_per_request = prefill + output * self.step_s / max(1.0, seats)
-        return (self.load if load is None else load) / gpu_s_per_request
+        share = self.load if load is None else load
+        # The prefill lane binds before the GPU's FLOPs do: a step admits at most the chunk
+        # budget less one token per running decode (rate x output x step, Little's law),
+        # and a step never takes less than the decode floor however few prompt tokens it
+        # carries. At ``share`` of the lane: rate x prompt x mixed step <= share x (chunk -
+        # rate x output x step). A chunk of 512 beside 100 decodes admits ~400 prompt
+        # tokens a 25 ms step: "healthy" draws at 0.6 of the FLOPs were 1.3x the lane,
+        # queued for seconds and confirmed a capacity backlog.
+        lane = share * self.chunk / (prompt * self.mixed_step_s() + share * output * self.step_s)
+        return min(share / gpu_s_per_request, lane)
 
     def seat_and_lane_rates(self, prompt: float, output: float) -> tuple[float, float]:
         """Requests per second the seats serve (each holds its seat for its prompt's
@@ -666,6 +676,13 @@ def draw(scenario: str, seed: int) -> Draw:
     sim = built[0] if len(built) == 1 else scenarios.combine(built[0], built[1])
     # Unchunked prefill needs a budget of max_model_len (vLLM's rule, and the scenario's).
     cfg_extra: dict[str, Any] = {"max_num_seqs": x.seats}
+    if "max_num_batched_tokens" not in sim.config:
+        # The engine runs the chunk budget the team registers (a setting they typed, not a
+        # constant they measured), unless the incident is the engine's own chunk (an
+        # oversized or unchunked one). At the simulator's default of 512 under a
+        # registered 2,048, a healthy lane ran at 0.8, queued for seconds on every burst
+        # and confirmed a backlog, and every prefill read slow against a 2,048-token step.
+        cfg_extra["max_num_batched_tokens"] = team_chunk
     if buckets:
         cfg_extra["histogram_buckets"] = tuple(
             (k, tuple(map(float, v))) for k, v in buckets.items()

@@ -46,6 +46,8 @@ ELIMINATE_LR = 0.05
 # Rare events: at a true rate r, a span of s seconds shows none with probability e^(-r s);
 # "none seen" says the rate is below r only once about three were expected (5 %).
 EXPECTED_EVENTS = 3.0
+# A hold-only veto short of clearing: its cause's own evidence is muddied (CheckResult.held).
+MUDDIED = "muddied"
 # The smallest rate of events that matters, where a check names none (``min_rate``): one a
 # minute. "No preemption" therefore takes three minutes of scrapes to mean anything.
 DEFAULT_MIN_RATE = 1 / 60
@@ -159,6 +161,7 @@ class CheckResult:
             "samples": "needs more samples",
             "observations": "needs more observations",
             "rare": "needs evidence that sees rare steps (a deeper quantile, a longer trace)",
+            MUDDIED: "needs this to clear: until then it muddies the cause's evidence",
         }.get(self.held, "needs more data")
 
 
@@ -200,6 +203,7 @@ class NodeResult:
         without data."""
         return (
             self.suggestion != ELIMINATE
+            and not any(c.held == MUDDIED for c in self.checks)
             and any(c.outcome == CONFIRM for c in self.checks)
             and _likelihood(self.checks) > 1.0
         )
@@ -662,7 +666,10 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         max(1.0, full_clock / slowest) if full_clock and slowest and slowest > 0 else 1.0
     )
     decoding = reduce(Measure("requests_running", "engine", "mean", 300), observations, now)
-    prefill_wall_s = prefill_wall(budget, avg_prompt, prompt_rate, decoding or 0.0, clock_stretch)
+    lane_rate = prompt_rate
+    if avg_prompt and (first_tokens := observed_rate(observations, "ttft", now)) is not None:
+        lane_rate = avg_prompt * first_tokens
+    prefill_wall_s = prefill_wall(budget, avg_prompt, lane_rate, decoding or 0.0, clock_stretch)
     return {
         "expected.prefill_wall_s": prefill_wall_s,
         "expected.clock_stretch": clock_stretch,
@@ -678,6 +685,23 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
         "expected.kv_usage_of_running_most": kv_of_running_most,
         "expected.prefill_s": prefill_s,
     }
+
+
+def observed_rate(observations: Observations, histogram: str, now: float) -> float | None:
+    """Observations a second that the latest window actually counted: its
+    ``<histogram>_window_count`` over the seconds of scrapes behind it (``scrape_span_s``).
+
+    A probe's rates are PromQL's: the increase extrapolated over the probe's whole window
+    (60 s), so a window the scrapes cover only in part (an investigation polled for 10 s)
+    reads a fraction of the true rate, as Prometheus does before a range fills (eight times
+    too low after two polls 5 s apart). Ratios of two such rates hold (prompt tokens per
+    first token); an absolute rate, a prefill lane's load, does not. None where either is
+    missing or the span is empty."""
+    counted = reduce(Measure(f"{histogram}_window_count", "engine", "last", 300), observations, now)
+    span = reduce(Measure("scrape_span_s", "engine", "last", 300), observations, now)
+    if counted is None or not span or span <= 0:
+        return None
+    return counted / span
 
 
 # Past this share of the prefill lane busy, the wall time a prompt's prefill takes is the
@@ -825,6 +849,8 @@ def evaluate_check(
         return CheckResult(**base, outcome=outcome, reason=reason)
     missing = "; ".join(m for m in (confirm_missing, eliminate_missing) if m)
     reason = missing or f"{measured:.4g} is between the thresholds"
+    if check.confirm is None and check.eliminate is None:
+        reason = f"{measured:.4g}"  # a veto that only holds back: its clearing says the rest
     if not missing and evidence is not None and evidence.interval is not None:
         reason += f" (bucket {_bucket_text(evidence.interval)})"
     if check.clears is not None:
@@ -836,7 +862,12 @@ def evaluate_check(
             )
         if not compare(check.clears.op, measured, clears_at):
             reason += f", short of clearing ({check.clears.op} {clears_at:.4g})"
-            return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True)
+            # A veto that only holds back says the cause's evidence is muddied until it
+            # clears (re-prefill in a prefill time): the cause waits on it, as on data.
+            held = MUDDIED if check.eliminate is None else ""
+            return CheckResult(
+                **base, outcome=INCONCLUSIVE, reason=reason, in_doubt=True, held=held
+            )
     return CheckResult(**base, outcome=INCONCLUSIVE, reason=reason)
 
 
@@ -967,7 +998,11 @@ def unjudged(result: CheckResult) -> bool:
     value the data behind it cannot carry yet (as opposed to a value between thresholds)."""
     if result.outcome != INCONCLUSIVE:
         return False
-    no_threshold = result.confirm_threshold is None and result.eliminate_threshold is None
+    no_threshold = (
+        result.confirm_threshold is None
+        and result.eliminate_threshold is None
+        and result.clears_threshold is None
+    )
     return result.measured is None or no_threshold or bool(result.held)
 
 
@@ -1168,6 +1203,11 @@ def evaluate(
             (_measure_key(c.measure), r.outcome) for c, r in zip(node.checks, results, strict=True)
         ]
         fresh = [r for r, key in zip(results, keys, strict=True) if key not in counted]
+        if any(r.held == MUDDIED for r in results):
+            # A confirmation on evidence a veto says is muddied (prefill time inflated by
+            # re-prefill) is no support: it must not lift the cause above the one whose
+            # signature muddies it (a leak's preemptions made "slow prefill" rank first).
+            fresh = [r for r in fresh if r.outcome != CONFIRM]
         score = inherited * node.prior * _likelihood(fresh)
         state = decisions.get(node.key, OPEN)
         if state == ELIMINATED:

@@ -121,7 +121,10 @@ class Check:
     # A veto's clearing condition: where the veto sets one, a value between it and the
     # elimination (the rival explanation neither shown nor ruled out) holds a confirmation
     # back as an unjudged veto does. KV usage that the running requests only partly
-    # account for is no ground to call it seat pressure or plain capacity.
+    # account for is no ground to call it seat pressure or plain capacity. A veto with a
+    # clearing condition and no elimination only holds back: evidence that muddies the
+    # measurement (re-prefill after preemptions inflating prefill time) and says nothing
+    # against the cause.
     clears: Condition | None = None
 
 
@@ -357,11 +360,11 @@ class _Reader:
         for name, flag in (("optional", optional), ("veto", veto)):
             if not isinstance(flag, bool):
                 raise self.fail(f"{path}.{name}", "expected true or false")
-        if veto and "eliminate" not in data:
-            raise self.fail(f"{path}.veto", "a veto check needs an eliminate condition")
+        if veto and "eliminate" not in data and "clears" not in data:
+            raise self.fail(f"{path}.veto", "a veto check needs an eliminate or a clears condition")
         if "clears" in data and not veto:
             raise self.fail(f"{path}.clears", "only a veto check clears")
-        if "confirm" not in data and "eliminate" not in data:
+        if "confirm" not in data and "eliminate" not in data and "clears" not in data:
             raise self.fail(path, "a check must be able to confirm or eliminate")
         measure = self.measure(data["measure"], f"{path}.measure")
         min_rate = None

@@ -3,6 +3,7 @@ registered budget the product accepts, and the accuracy bench runs end to end.""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from dataclasses import fields, replace
@@ -215,3 +216,48 @@ def test_prefill_slow_keeps_the_kv_cache_healthy():
     for seed in (27, 30, *range(6)):
         notes = draws.draw("prefill-slow", seed).notes
         assert notes["prefill_kv_in_flight"] <= 0.25 * 1.0001
+
+
+def test_arrivals_stay_within_what_the_prefill_lane_admits():
+    """A step admits at most the chunk budget less one token per running decode, and
+    never takes less than the decode floor: at a 512-token chunk beside ~100 decodes a
+    14B model on an H200 admits ~400 prompt tokens a 25 ms step. "Healthy" arrivals at 0.6
+    of the GPU's FLOPs were 1.3x that lane (seed 54: TTFT 7 s against a 0.5 s target) and
+    confirmed a capacity backlog on a deployment drawn as healthy."""
+    d = draws.draw("healthy", 54)
+    x = draws._Ctx(random.Random(0), d.constants, 256, 512, 0.6)
+    prompt, output = 770.0, 216.0
+    rate = x.rate_for(prompt, output)
+    decoding = rate * output * x.step_s  # Little's law: one token a step each
+    admitted = (512 - decoding) / x.mixed_step_s()  # prompt tokens a second the lane takes
+    assert rate * prompt <= 0.6 * admitted * 1.0001
+    # Where the lane does not bind (a big chunk), the FLOPs' share stands as before.
+    wide = draws._Ctx(random.Random(0), d.constants, 16, 8192, 0.3)
+    capacity = wide.c.kv_budget_bytes_per_rank // wide.c.kv_bytes_per_token
+    seats = min(16, capacity / (prompt + output / 2))
+    per_request = prompt * wide.c.prefill_cost_per_token_s + output * wide.step_s / seats
+    assert wide.rate_for(prompt, output) == pytest.approx(0.3 / per_request)
+
+
+def test_a_healthy_draw_meets_its_ttft_target():
+    """The draw that breached its target by 15x with the lane overloaded (seed 54) stays
+    under it over the watch's first two minutes."""
+    d = draws.draw("healthy", 54)
+    sim = d.deployment(SimClock("manual"))
+    watch = draws.SymptomWatch(d)
+    while sim.now() < 120.0:
+        sim.advance(draws.WATCH_EVERY_S)
+        assert "high-ttft" not in watch.tick(sim), sim.now()
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "gc-pauses", "tp-straggler", "kv-block-leak"])
+def test_the_engine_runs_the_chunk_budget_the_team_registers(scenario):
+    """A chunk budget is a setting the team typed, not a constant they measured: the
+    engine runs it unless the incident is the engine's own chunk (seed 26 registered 2,048
+    and ran the simulator's default 512, its lane at 0.8)."""
+    for seed in range(4):
+        d = draws.draw(scenario, seed)
+        assert d.sim.engine_config().max_num_batched_tokens == d.budget["max_num_batched_tokens"]
+    oversized = draws.draw("long-prefill-itl", 0)
+    engine = oversized.sim.engine_config().max_num_batched_tokens
+    assert engine == oversized.notes["engine_chunk"] > oversized.budget["max_num_batched_tokens"]

@@ -137,6 +137,34 @@ def test_a_prompts_prefill_shares_its_steps_with_the_decodes_and_the_other_promp
     assert expected["expected.prefill_wall_s"] == pytest.approx(busy)
 
 
+def test_a_lanes_load_is_what_the_scrapes_counted_not_a_rate_over_an_unfilled_window():
+    """A probe's rates extrapolate the increase over its whole 60 s window (PromQL's
+    rate), so ten seconds into an investigation they read a sixth of the truth. The ratio
+    of two such rates (prompt tokens per first token) holds; the lane's load does not: a
+    healthy draw's lane at 0.29 read 0.03, its expected prefill fell to the bare step, and
+    the prefill every prompt takes beside the others confirmed "slow prefill"."""
+    # 2 first tokens a second of 2,000-token prompts, seen over 10 s of scrapes: the
+    # extrapolated rates read a sixth (10 s of a 60 s window), the window counted 20.
+    early = walkthrough_1(
+        {
+            ("engine", "prompt_tokens_rate"): [("", [(NOW, 4000 / 6)])],
+            ("engine", "ttft_count_rate"): [("", [(NOW, 2 / 6)])],
+            ("engine", "ttft_window_count"): [("", [(NOW, 20.0)])],
+            ("engine", "scrape_span_s"): [("", [(NOW, 10.0)])],
+        }
+    )
+    expected = high_ttft(early).expected
+    assert expected["expected.avg_prompt_tokens"] == pytest.approx(2000)
+    truth = prefill_wall(ATLAS, 2000, 4000, decoding=40)
+    assert truth is not None
+    assert expected["expected.prefill_wall_s"] == pytest.approx(truth)
+    # Without the count behind it, the probe's rate stands as it is.
+    del early[("engine", "ttft_window_count")]
+    assert high_ttft(early).expected["expected.prefill_wall_s"] == pytest.approx(
+        prefill_wall(ATLAS, 2000, 4000 / 6, decoding=40)
+    )
+
+
 def test_a_trace_step_stretched_by_a_slow_rank_is_not_an_oversized_chunk():
     """A step whose GPU excess is 3x the 512-token chunk's cost: on full clocks between
     the thresholds; with one rank at half clock the rank predicts 2x of it, and the rest
@@ -508,3 +536,48 @@ def test_a_gc_pause_explains_itl_spikes_when_it_exceeds_the_steps_headroom():
     assert gc_check(8, tighter).outcome == "inconclusive"
     assert gc_check(10, tighter).outcome == "confirm"
     assert gc_check(3, tighter).outcome == "eliminate"
+
+
+# --- evidence that muddies a measurement holds back, never rules out -----------------
+
+
+def test_preemptions_hold_slow_prefill_back_and_never_rule_it_out():
+    """Re-prefill after preemptions inflates the engine's prefill time, so slow prefill is
+    not confirmed from it while they show; but they say nothing against slow kernels: a
+    slow prefill whose long prompts burst a small cache into preemption was eliminated
+    (a drawn prefill-slow incident, KV pressure beside it)."""
+    slow = {("engine", "prefill_time_mean"): [("", flat(5.0))]}
+    preempting = high_ttft(walkthrough_1(slow)).find("prefill-slow")
+    by_id = {c.id: c for c in preempting.checks}
+    assert by_id["prefill-vs-budget"].outcome == "confirm"
+    veto = by_id["no-re-prefill"]
+    assert (veto.outcome, veto.in_doubt, veto.clears_threshold) == ("inconclusive", True, 0.0)
+    assert veto.held == "muddied" and "clear" in veto.needs_more
+    assert preempting.suggestion == "inconclusive"
+    calm = walkthrough_1({**slow, ("engine", "preemptions_rate"): [("", flat(0.0))]})
+    assert high_ttft(calm).find("prefill-slow").suggestion == "confirm"
+
+
+def test_a_veto_needs_an_elimination_or_a_clearing():
+    text = (PLAYBOOKS / "high-ttft.yaml").read_text()
+    broken = text.replace(
+        '        clears: {op: "<=", value: 0}\n        veto: true\n', "        veto: true\n"
+    )
+    assert broken != text
+    with pytest.raises(PlaybookError, match="needs an eliminate or a clears condition"):
+        parse_playbook(broken, "high-ttft.yaml")
+
+
+def test_a_confirmation_on_muddied_evidence_is_no_support():
+    """A leak's preemptions muddy the prefill time; "slow prefill" confirmed from it
+    (held back by its veto) ranked first above the confirmed leak. Its confirmation
+    lends it no support and no score while the veto is short of clearing."""
+    slow = {("engine", "prefill_time_mean"): [("", flat(5.0))]}
+    result = high_ttft(walkthrough_1(slow))
+    prefill = result.find("prefill-slow")
+    assert any(c.outcome == "confirm" for c in prefill.checks)
+    assert not prefill.supported
+    assert prefill.score == pytest.approx(0.25)  # its prior alone
+    assert result.ranking.index("kv-cache-pressure") < result.ranking.index("prefill-slow")
+    calm = walkthrough_1({**slow, ("engine", "preemptions_rate"): [("", flat(0.0))]})
+    assert high_ttft(calm).find("prefill-slow").supported

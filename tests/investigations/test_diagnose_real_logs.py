@@ -133,8 +133,10 @@ def test_v0_preemption_warnings_are_preemption_evidence(relay, excerpt):
     report = _diagnose(relay, "high-ttft", excerpt)
     assert _check(report, "kv-cache-pressure", "preemption-rate")["outcome"] == "confirm"
     assert report["ranking"][0] == "kv-cache-pressure"
-    # Re-prefill after preemption rules out "prefill is slow" (its veto).
-    assert _node(report, "prefill-slow")["suggestion"] == "eliminate"
+    # Re-prefill after preemption holds "prefill is slow" back (its veto), and is no
+    # evidence against it: nothing is ruled out on it.
+    assert _check(report, "prefill-slow", "no-re-prefill")["outcome"] == "inconclusive"
+    assert _node(report, "prefill-slow")["suggestion"] == "inconclusive"
     _never_confirmed_wrongly(report, {"kv-cache-pressure"})
 
 
