@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import pickletools
 import sys
 import time
 from pathlib import Path
@@ -159,3 +160,165 @@ def test_a_refused_opcode_is_refused_without_reading_its_argument() -> None:
         for data in (b"c0\nK\\J\x00I0\n", b"\x80\x04c0\\J\nx\n."):
             with pytest.raises(ArtifactRejected):
                 safepickle.loads(data)
+
+
+# --- the reference scan, opcode by opcode -----------------------------------------------------
+#
+# The mutation run over this module (.ci/mutation) found the opcode tables and the
+# per-opcode checks of the reference scan (``_step``) unkilled: the fast loop in ``prescan``
+# and the token grammar take almost every opcode of a real pickle, and the differential
+# tests compare against a reference that reads the same tables. A pickle shorter than one
+# fast-loop step (9 bytes after PROTO) is scanned by ``_step`` alone, opcode by opcode, and
+# a full stack (``max_stack``) hands every later opcode to it too: that is how each test
+# below reaches the check it is about.
+
+
+def _scan(data: bytes, **limits: int) -> int:
+    return safepickle.prescan(data, safepickle.PickleLimits(**limits), Deadline(60))
+
+
+def _scan_refusal(data: bytes, **limits: int) -> str:
+    with pytest.raises(ArtifactRejected) as caught:
+        _scan(data, **limits)
+    return caught.value.reason
+
+
+# One push of each kind: what each pushes is the value a one-item pickle loads as.
+_PUSHES = {
+    "NONE": (b"N", None),
+    "NEWTRUE": (b"\x88", True),
+    "NEWFALSE": (b"\x89", False),
+    "BININT": (b"J\xff\xff\xff\xff", -1),
+    "BININT1": (b"K\x07", 7),
+    "BININT2": (b"M\x00\x01", 256),
+    "LONG1": (b"\x8a\x01\xff", -1),
+    "LONG4": (b"\x8b\x01\x00\x00\x00\x05", 5),
+    "BINFLOAT": (b"G?\xf8\x00\x00\x00\x00\x00\x00", 1.5),
+    "SHORT_BINUNICODE": (b"\x8c\x01a", "a"),
+    "BINUNICODE": (b"X\x01\x00\x00\x00a", "a"),
+    "BINUNICODE8": (b"\x8d\x01\x00\x00\x00\x00\x00\x00\x00a", "a"),
+    "SHORT_BINBYTES": (b"C\x01a", b"a"),
+    "BINBYTES": (b"B\x01\x00\x00\x00a", b"a"),
+    "BINBYTES8": (b"\x8e\x01\x00\x00\x00\x00\x00\x00\x00a", b"a"),
+    "EMPTY_LIST": (b"]", []),
+    "EMPTY_DICT": (b"}", {}),
+    "EMPTY_TUPLE": (b")", ()),
+}
+
+# Every other whitelisted opcode, in a pickle that loads as the value given.
+_OTHERS = {
+    "PROTO": (b"\x80\x02N", None),  # a second PROTO after the first: no effect
+    "FRAME": (b"\x95\x01\x00\x00\x00\x00\x00\x00\x00N", None),
+    "MEMOIZE": (b"N\x94", None),
+    "BINPUT": (b"Nq\x00", None),
+    "LONG_BINPUT": (b"Nr\x00\x00\x00\x00", None),
+    "MARK": (b"(t", ()),
+    "APPEND": (b"]Na", [None]),
+    "APPENDS": (b"](NNe", [None, None]),
+    "SETITEM": (b"}K\x01Ns", {1: None}),
+    "SETITEMS": (b"}(K\x01NK\x02Nu", {1: None, 2: None}),
+    "TUPLE": (b"(NNt", (None, None)),
+    "TUPLE1": (b"N\x85", (None,)),
+    "TUPLE2": (b"NN\x86", (None, None)),
+    "TUPLE3": (b"NNN\x87", (None, None, None)),
+    "LIST": (b"(Nl", [None]),
+    "DICT": (b"(K\x01Nd", {1: None}),
+    "BINGET": (b"](N\x94h\x00e", [None, None]),
+    "LONG_BINGET": (b"](N\x94j\x00\x00\x00\x00e", [None, None]),
+    "STOP": (b"N", None),
+}
+
+
+def test_the_whitelist_is_exactly_the_opcodes_that_load():
+    """``ALLOWED_OPCODES`` is the documented whitelist: each opcode in it loads, through the
+    reference scan and through ``loads``, and nothing else is in it."""
+    samples = {**_PUSHES, **_OTHERS}
+    assert set(samples) == safepickle.ALLOWED_OPCODES
+    for name, (body, value) in samples.items():
+        data = b"\x80\x04" + body + b"."
+        ops = {op.name for op, _, _ in pickletools.genops(data)}
+        assert name in ops, name
+        assert _scan(data) == len(list(pickletools.genops(data))), name
+        assert safepickle.loads(data) == value, name
+
+
+@pytest.mark.parametrize("name", sorted(_PUSHES))
+def test_every_push_counts_against_the_stack_limit(name):
+    """With the stack full, each push goes to the reference scan, which refuses it by the
+    stack limit, not as an unknown opcode; one push within the limit loads."""
+    body = _PUSHES[name][0]
+    assert _scan(b"\x80\x04" + body + b".", max_stack=1) == 3
+    reason = _scan_refusal(b"\x80\x04N" + body + b".", max_stack=1)
+    assert reason == "pickle stack exceeds 1 items at byte 3 (nested too deeply?)"
+    reason = _scan_refusal(b"\x80\x04N" + body + b".", max_stack=1_000)
+    assert reason == f"pickle STOP at byte {3 + len(body)} leaves a malformed stack"
+
+
+@pytest.mark.parametrize(("container", "tag"), [(b"]", "list"), (b"}", "dict")])
+def test_an_empty_list_or_dict_is_one_level_of_nesting(container, tag):
+    """A list or dict in a list is two levels deep: refused under ``max_depth=1``, by the
+    reference scan (the pickle is too short for the fast loop) and by ``loads``."""
+    data = b"\x80\x04]" + container + b"a."
+    assert _scan(data, max_depth=2) == 5
+    reason = _scan_refusal(data, max_depth=1)
+    assert reason == "pickle data nests deeper than 1 levels at byte 4", tag
+    assert "nests deeper than 1 levels at byte 4" in _rejection_with(
+        data, safepickle.PickleLimits(max_depth=1)
+    )
+
+
+def _rejection_with(data: bytes, limits: safepickle.PickleLimits) -> str:
+    with pytest.raises(ArtifactRejected) as caught:
+        safepickle.loads(data, limits)
+    return caught.value.reason
+
+
+# One over-long payload of each string/bytes opcode (4 bytes against a limit of 3).
+_PAYLOADS = {
+    "SHORT_BINUNICODE": b"\x8c\x04abcd",
+    "BINUNICODE": b"X\x04\x00\x00\x00abcd",
+    "BINUNICODE8": b"\x8d\x04\x00\x00\x00\x00\x00\x00\x00abcd",
+    "SHORT_BINBYTES": b"C\x04abcd",
+    "BINBYTES": b"B\x04\x00\x00\x00abcd",
+    "BINBYTES8": b"\x8e\x04\x00\x00\x00\x00\x00\x00\x00abcd",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PAYLOADS))
+def test_every_string_opcode_is_bounded_by_the_string_limit(name):
+    """Each string/bytes opcode, first or after a list (the fast loop's path, which hands
+    the over-long one to the reference), is refused by length with the same reason;
+    exactly the limit loads."""
+    body = _PAYLOADS[name]
+    assert safepickle.loads(b"\x80\x04" + body + b".", safepickle.PickleLimits(max_string_bytes=4))
+    for prefix in (b"", b"]" * 9):
+        data = b"\x80\x04" + prefix + body + b"."
+        pos = 2 + len(prefix)
+        expected = f"pickle string at byte {pos} is 4 bytes (limit 3)"
+        assert _scan_refusal(data, max_string_bytes=3) == expected, (name, prefix)
+        if not name.startswith("SHORT_"):
+            # The token grammar admits a 1-byte-length string whatever the limit (it is at
+            # most 255 bytes): ``loads`` refuses only the longer forms by this limit.
+            limits = safepickle.PickleLimits(max_string_bytes=3)
+            assert _rejection_with(data, limits) == expected, (name, prefix)
+
+
+def test_the_default_pickle_limits_are_the_documented_ones():
+    """The defaults docs/threat-model.md and the class docstring give, and the string limit
+    at its boundary with real bytes: 16 MiB loads, one byte more is refused."""
+    assert safepickle.PickleLimits() == safepickle.DEFAULT_PICKLE_LIMITS
+    assert (
+        DEFAULT.max_depth,
+        DEFAULT.max_stack,
+        DEFAULT.max_marks,
+        DEFAULT.max_string_bytes,
+        DEFAULT.max_long_bytes,
+        DEFAULT.max_opcodes,
+        DEFAULT.max_containers,
+    ) == (64, 100_000, 64, 16 * 2**20, 32, 200_000_000, 50_000_000)
+    limit = 16 * 2**20
+    at = b"\x80\x04B" + limit.to_bytes(4, "little") + bytes(limit) + b"."
+    assert len(safepickle.loads(at)) == limit
+    over = b"\x80\x04B" + (limit + 1).to_bytes(4, "little") + bytes(limit + 1) + b"."
+    with pytest.raises(ArtifactRejected, match="is 16,777,217 bytes \\(limit 16,777,216\\)"):
+        safepickle.loads(over)
