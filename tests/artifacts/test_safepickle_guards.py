@@ -10,6 +10,8 @@ in docs/threat-model.md.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import io
 import os
 import pickle
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from artifacts import safepickle
-from artifacts.bounded import DEFAULT_LIMITS, Deadline
+from artifacts.bounded import DEFAULT_LIMITS, Deadline, mapped
 from artifacts.errors import ArtifactRejected
 
 DEFAULT = safepickle.DEFAULT_PICKLE_LIMITS
@@ -322,3 +324,156 @@ def test_the_default_pickle_limits_are_the_documented_ones():
     over = b"\x80\x04B" + (limit + 1).to_bytes(4, "little") + bytes(limit + 1) + b"."
     with pytest.raises(ArtifactRejected, match="is 16,777,217 bytes \\(limit 16,777,216\\)"):
         safepickle.loads(over)
+
+
+def test_the_pickle_limits_cannot_be_changed_in_place():
+    """Every loader shares ``DEFAULT_PICKLE_LIMITS``: one caller raising a limit on it would
+    raise it for every later upload."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT.max_depth = 10**9  # type: ignore[misc]
+    assert DEFAULT.max_depth == 64
+
+
+def test_a_pickle_file_loads_through_the_read_only_map(tmp_path):
+    """``load`` reads through ``bounded.mapped``: the scans and the unpickler see the map
+    (dropping pages behind them), plain or gzipped, and return exactly what was pickled."""
+    value = {"segments": [{"address": 1 << 40, "frames": ["f"] * 3}], "blob": b"\x00" * 5000}
+    data = pickle.dumps(value, protocol=4)
+    plain = tmp_path / "snapshot.pickle"
+    plain.write_bytes(data)
+    packed = tmp_path / "snapshot.pickle.gz"
+    packed.write_bytes(gzip.compress(data))
+    assert safepickle.load(plain) == value
+    assert safepickle.load(packed) == value
+    with plain.open("rb") as fh:
+        assert safepickle.load(fh) == value
+
+
+def test_the_map_is_read_front_to_back_dropping_pages_behind_it(tmp_path, monkeypatch):
+    """A pickle larger than the unpickler's 1 MiB buffer, read in several passes through
+    ``_MapReader``, with a page drop every MiB instead of every 64 (the same code path a
+    2 GiB snapshot takes): the value comes back intact."""
+    monkeypatch.setattr(safepickle, "_DROP_EVERY", 1 << 20)
+    value = [bytes([i]) * 100_000 for i in range(40)]  # about 4 MiB, every chunk distinct
+    path = tmp_path / "large.pickle"
+    path.write_bytes(pickle.dumps(value, protocol=4))
+    assert safepickle.load(path) == value
+
+
+# Each refusal of the reference scan, by its exact reason. The body is scanned twice: as it
+# is (short: ``_step`` alone) and with ten harmless pushes after it (the fast loop meets the
+# hazard first and must hand it over, unchanged, for the same reason).
+_REFUSALS = [
+    (b"e", {}, "pickle opcode APPENDS at byte 2 has no MARK"),
+    (b"Nt", {}, "pickle opcode TUPLE at byte 3 has no MARK"),
+    (b"a", {}, "pickle opcode APPEND at byte 2 pops an empty stack"),
+    (b"N(a", {}, "pickle opcode APPEND at byte 4 pops an empty stack"),
+    (b"N(\x85", {}, "pickle opcode TUPLE1 at byte 4 pops an empty stack"),
+    (b"N(N\x86", {}, "pickle opcode TUPLE2 at byte 5 pops an empty stack"),
+    (b"NN(N\x87", {}, "pickle opcode TUPLE3 at byte 6 pops an empty stack"),
+    (b"}N(Ns", {}, "pickle opcode SETITEM at byte 6 pops an empty stack"),
+    (b"(Na", {}, "pickle opcode APPEND at byte 4 has no container to fill"),
+    (b"]((Ne", {}, "pickle opcode APPENDS at byte 6 has no container to fill"),
+    (b"}(Nu", {}, "pickle SETITEMS at byte 5 has an odd item count"),
+    (b"}N\x85\x85Ns", {}, "pickle dict key at byte 7 nests containers"),
+    (b"}(N\x85\x85Nu", {}, "pickle dict key at byte 8 nests containers"),
+    (b"(N\x85\x85Nd", {}, "pickle dict key at byte 7 nests containers"),
+    (b"\x94", {}, "pickle opcode MEMOIZE at byte 2 has nothing to store"),
+    (b"N(\x94", {}, "pickle opcode MEMOIZE at byte 4 has nothing to store"),
+    (b"N(q\x00", {}, "pickle opcode BINPUT at byte 4 has nothing to store"),
+    (b"h\x00", {}, "pickle memo index 0 at byte 2 was never stored"),
+    (b"N\x94h\x01", {}, "pickle memo index 1 at byte 4 was never stored"),
+    (b"N\x94j\x01\x00\x00\x00", {}, "pickle memo index 1 at byte 4 was never stored"),
+    (b"Nq\x01", {}, "pickle memo index 1 at byte 3 skips ahead"),
+    (b"N\x94r\x02\x00\x00\x00", {}, "pickle memo index 2 at byte 4 skips ahead"),
+    (b"N\x94h\x00", {"max_stack": 1}, "pickle stack exceeds 1 items at byte 4"),
+    (b"((", {"max_marks": 1}, "pickle nests more than 1 MARKs at byte 3"),
+    (b"N\x85\x85", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 4"),
+    (b"(N\x85t", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 5"),
+    (b"]]a", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 4"),
+    (b"}(N]u", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 6"),
+    (b"}N]s", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 5"),
+    (b"\x8a\x02\x00\x01", {"max_long_bytes": 1}, "pickle integer at byte 2 has 9 bits (limit 8)"),
+    (b"\x8b\x02\x00\x00\x00\x00\x01", {"max_long_bytes": 1}, "pickle integer at byte 2 has 9 bits"),
+    (b"R", {}, "pickle opcode REDUCE at byte 2 is not allowed (not plain data)"),
+]
+
+
+@pytest.mark.parametrize(("body", "limits", "reason"), _REFUSALS)
+def test_each_refusal_of_the_reference_scan_has_its_own_reason(body, limits, reason):
+    for data in (b"\x80\x04" + body + b".", b"\x80\x04" + body + b"N" * 10 + b"."):
+        assert _scan_refusal(data, **limits).startswith(reason), data
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x01N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x06N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x04NN.", "pickle STOP at byte 4 leaves a malformed stack"),
+        (b"\x80\x04.", "pickle STOP at byte 2 leaves a malformed stack"),
+        (b"\x80\x04N(.", "pickle STOP at byte 4 leaves a malformed stack"),
+        (b"\x80\x04N.N", "1 unexpected bytes after the pickle's STOP opcode"),
+        (b"\x80\x04N.NNN", "3 unexpected bytes after the pickle's STOP opcode"),
+        (b"\x80\x04N", "truncated or corrupt pickle after byte 2: pickle exhausted before seeing"),
+        (b"\x80\x04\x95\x0c\x00\x00\x00\x00\x00\x00\x00N.", "pickle frame at byte 2 runs past"),
+        (b"\x80", "not a pickle ("),
+        (b"\xff", "not a pickle (at position 0, opcode b'\\xff' unknown)"),
+    ],
+)
+def test_the_envelope_of_a_pickle_is_checked_first_and_last(data, reason):
+    """PROTO first (2-5), one item left at STOP, nothing after it, frames inside the file."""
+    assert _scan_refusal(data).startswith(reason), data
+
+
+def test_the_protocols_and_frame_lengths_at_their_bounds_are_accepted():
+    for protocol in (2, 3, 4, 5):
+        assert _scan(bytes([0x80, protocol]) + b"N.") == 3
+    # A frame may run exactly to the end of the file (its length counts from its opcode).
+    assert _scan(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00N.") == 4
+
+
+def test_container_bytes_are_counted_in_a_map_as_in_bytes(tmp_path):
+    """The fast path proves nothing when the file holds more EMPTY_LIST/EMPTY_DICT bytes
+    than the container budget: counted the same in a map (a file being loaded) as in
+    memory, so the C unpickler never builds more containers than the budget first."""
+    data = b"\x80\x04]]}}" + b"a" * 3 + b"."
+    path = tmp_path / "containers.pickle"
+    path.write_bytes(data)
+    few, enough = safepickle.PickleLimits(max_containers=3), safepickle.PickleLimits()
+    with mapped(path) as view:
+        assert safepickle._count(view, b"]") == 2 and safepickle._count(view, b"}") == 2
+        assert not safepickle._fast_scan(view, few, Deadline(60))
+        assert not safepickle._fast_scan(data, few, Deadline(60))
+        # Within the budget the same bytes are proven (and three APPENDs fill them).
+        assert safepickle._fast_scan(view, enough, Deadline(60))
+
+
+class _CountingDeadline(Deadline):
+    """A deadline that never expires and counts how often the scan looks at it."""
+
+    def __init__(self) -> None:
+        super().__init__(60)
+        self.checks = 0
+
+    def check(self) -> None:
+        self.checks += 1
+        super().check()
+
+
+def test_the_opcode_scan_looks_at_the_clock_once_per_65536_opcodes():
+    """The fast loop never crosses a checkpoint: every 65,536th opcode goes to the
+    reference step, which checks the deadline and the opcode budget there (and only
+    there: the check is not free)."""
+    data = b"\x80\x04]" + (b"(" + b"N" * 1_000 + b"e") * 200 + b"."
+    deadline = _CountingDeadline()
+    count = safepickle.prescan(data, DEFAULT, deadline)
+    assert count == 200_403
+    assert deadline.checks == count // 65_536 == 3
+
+
+def test_the_opcode_budget_admits_exactly_its_count():
+    data = b"\x80\x04](" + b"N" * 65_531 + b"e."  # 65,536 opcodes
+    assert _scan(data, max_opcodes=65_536) == 65_536
+    assert _scan_refusal(data, max_opcodes=65_535) == "pickle has more than 65,535 opcodes"
