@@ -387,6 +387,10 @@ _REFUSALS = [
     (b"Nq\x01", {}, "pickle memo index 1 at byte 3 skips ahead"),
     (b"N\x94r\x02\x00\x00\x00", {}, "pickle memo index 2 at byte 4 skips ahead"),
     (b"N\x94h\x00", {"max_stack": 1}, "pickle stack exceeds 1 items at byte 4"),
+    # A BINPUT over a stored slot stores what it now holds: a nested tuple, later a key (a
+    # full stack hands the BINPUT to the reference step; the default one to the fast loop).
+    (b"}N\x94N\x85\x85q\x00sh\x00Ns", {"max_stack": 3}, "pickle dict key at byte 14 nests"),
+    (b"}N\x94N\x85\x85q\x00sh\x00Ns", {}, "pickle dict key at byte 14 nests"),
     (b"((", {"max_marks": 1}, "pickle nests more than 1 MARKs at byte 3"),
     (b"N\x85\x85", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 4"),
     (b"(N\x85t", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 5"),
@@ -477,3 +481,27 @@ def test_the_opcode_budget_admits_exactly_its_count():
     data = b"\x80\x04](" + b"N" * 65_531 + b"e."  # 65,536 opcodes
     assert _scan(data, max_opcodes=65_536) == 65_536
     assert _scan_refusal(data, max_opcodes=65_535) == "pickle has more than 65,535 opcodes"
+
+
+def test_each_limit_of_the_reference_scan_admits_exactly_its_value():
+    """The boundary of every per-opcode limit, on pickles short enough that the reference
+    step scans each opcode: at the limit is accepted, one over is refused."""
+    for name in ("SHORT_BINUNICODE", "BINUNICODE", "SHORT_BINBYTES", "BINBYTES"):
+        body = _PUSHES[name][0]  # a one-byte payload
+        assert _scan(b"\x80\x04" + body + b".", max_string_bytes=1) == 3, name
+        assert "is 1 bytes (limit 0)" in _scan_refusal(
+            b"\x80\x04" + body + b".", max_string_bytes=0
+        )
+    for body in (b"\x8a\x02\xff\x00", b"\x8a\x02\x01\xff", b"\x8b\x02\x00\x00\x00\xff\x00"):
+        # 255 and -255: eight bits each, the most one byte of ``max_long_bytes`` admits
+        assert _scan(b"\x80\x04" + body + b".", max_long_bytes=1) == 3, body
+        assert "has 8 bits (limit 0)" in _scan_refusal(b"\x80\x04" + body + b".", max_long_bytes=0)
+    memo_get = b"\x80\x04](N\x94h\x00e."  # three items on the stack at the BINGET
+    assert _scan(memo_get, max_stack=3) == 8
+    assert _scan_refusal(memo_get, max_stack=2) == "pickle stack exceeds 2 items at byte 6"
+    marks = b"\x80\x04((tt."  # two MARKs open at once
+    assert _scan(marks, max_marks=2) == 6
+    assert _scan_refusal(marks, max_marks=1) == "pickle nests more than 1 MARKs at byte 3"
+    nested = b"\x80\x04]]]aa."  # three levels
+    assert _scan(nested, max_depth=3) == 7
+    assert _scan_refusal(nested, max_depth=2).startswith("pickle data nests deeper than 2")
