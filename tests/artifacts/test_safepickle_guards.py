@@ -378,6 +378,7 @@ _REFUSALS = [
     (b"}N\x85\x85Ns", {}, "pickle dict key at byte 7 nests containers"),
     (b"}(N\x85\x85Nu", {}, "pickle dict key at byte 8 nests containers"),
     (b"(N\x85\x85Nd", {}, "pickle dict key at byte 7 nests containers"),
+    (b"(NNN\x85\x85Nd", {}, "pickle dict key at byte 9 nests containers"),  # the second key
     (b"\x94", {}, "pickle opcode MEMOIZE at byte 2 has nothing to store"),
     (b"N(\x94", {}, "pickle opcode MEMOIZE at byte 4 has nothing to store"),
     (b"N(q\x00", {}, "pickle opcode BINPUT at byte 4 has nothing to store"),
@@ -505,3 +506,41 @@ def test_each_limit_of_the_reference_scan_admits_exactly_its_value():
     nested = b"\x80\x04]]]aa."  # three levels
     assert _scan(nested, max_depth=3) == 7
     assert _scan_refusal(nested, max_depth=2).startswith("pickle data nests deeper than 2")
+
+
+def test_a_tuple_of_scalars_is_a_valid_key_and_frames_and_protos_pass_the_reference_step():
+    """What the reference step must let through: a flat tuple as a dict key (SETITEM,
+    SETITEMS, DICT), a frame that ends exactly at the end of the file, a second PROTO.
+    A full stack (``max_stack=1`` after one push) hands FRAME and PROTO to the step."""
+    assert _scan(b"\x80\x04}N\x85Ns.") == 7
+    assert _scan(b"\x80\x04}(N\x85Nu.") == 8
+    assert _scan(b"\x80\x04(N\x85Nd.") == 7
+    frame = b"\x80\x04N\x95%s."  # the frame at byte 3; 10 bytes from it to the end
+    assert _scan(frame % (10).to_bytes(8, "little"), max_stack=1) == 4
+    assert (
+        _scan_refusal(frame % (11).to_bytes(8, "little"), max_stack=1)
+        == "pickle frame at byte 3 runs past the end of the file"
+    )
+    assert _scan(b"\x80\x04N\x80\x02.", max_stack=1) == 4
+
+
+@pytest.mark.parametrize(
+    ("tail", "what"),
+    [
+        (b"J\x01\x00", "int4"),  # BININT
+        (b"M\x01", "uint2"),  # BININT2
+        (b"j\x00\x00", "uint4"),  # LONG_BINGET
+        (b"G\x00\x00\x00", "float8"),  # BINFLOAT
+        (b"\x95\x01\x00", "uint8"),  # FRAME
+        (b"\x8d\x01\x00", "uint8"),  # BINUNICODE8's length
+    ],
+)
+def test_a_fixed_size_argument_cut_short_by_the_end_of_the_file_is_a_truncation(tail, what):
+    """The fast loop takes an opcode only when its whole argument is in the file (the last
+    nine bytes go to the reference step, which reads them with pickletools' readers): a cut
+    argument is named as such, never read past the end (IndexError, struct.error)."""
+    data = b"\x80\x04](" + b"N" * 20 + tail
+    expected = (
+        f"truncated or corrupt pickle after byte 23: not enough data in stream to read {what}"
+    )
+    assert _scan_refusal(data) == expected
