@@ -21,7 +21,7 @@ from probes.net import (
     parse_networks,
     resolve_checked,
 )
-from tests.support.hostile import guarded_fetch, hostile_server
+from tests.support.hostile import _Handler, guarded_fetch, hostile_server
 
 LOOPBACK = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=3, max_bytes=1 << 20)
 # For the size-cap tests: deadlines so generous that only the cap can end the fetch, however
@@ -354,3 +354,32 @@ def test_an_ordinary_name_is_left_to_the_connection_and_resolved_there():
 )
 def test_literal_address_reads_what_the_resolver_would_read_without_dns(host, address):
     assert literal_address(host) == address
+
+
+class _LogRelay(_Handler):
+    """A log relay that pages with both offsets and sends what a probe must not keep."""
+
+    def do_log_window(self, path: str) -> None:
+        body = b"INFO engine started\n"
+        headers = {
+            "Content-Type": "text/plain",
+            "X-Log-Start-Offset": "7",
+            "X-Log-Next-Offset": "9" * 300,
+            "Set-Cookie": "session=secret",
+            "X-Engine-Build": "abc",
+        }
+        self._head("200 OK", headers, len(body))
+        self.wfile.write(body)
+
+
+def test_only_the_kept_headers_survive_and_each_is_cut_at_200_characters():
+    """The log follower pages by both offsets (issue 19.14: dropping the start offset from
+    the kept list passed); anything else a target sends is dropped with the response, and a
+    kept value is cut at 200 characters however long the target makes it."""
+    with hostile_server(_LogRelay) as base:
+        fetched = _fetch(base + "/log-window")
+    assert fetched.headers == {
+        "content-type": "text/plain",
+        "x-log-start-offset": "7",
+        "x-log-next-offset": "9" * 200,
+    }
