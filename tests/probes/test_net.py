@@ -383,3 +383,40 @@ def test_only_the_kept_headers_survive_and_each_is_cut_at_200_characters():
         "x-log-start-offset": "7",
         "x-log-next-offset": "9" * 200,
     }
+
+
+def test_a_targets_bytes_read_as_text_never_raise():
+    """An engine's text is evidence, not code: invalid UTF-8 from a hostile target becomes
+    replacement characters, not an exception in the analysis that reads it."""
+    from probes.net import FetchResult
+
+    result = FetchResult(url="u", status=200, content_type="", body=b"ok \xff\xfe", elapsed_s=0)
+    assert result.text() == "ok \ufffd\ufffd"
+    assert result.size == 5
+
+
+def test_an_allow_list_entry_with_host_bits_is_read_as_its_network():
+    """``10.1.2.3/8`` in ATLAS_PROBE_ALLOWED_NETWORKS means 10.0.0.0/8, as operators write it;
+    a typo is still named (``test_parse_networks_names_the_bad_item``)."""
+    assert parse_networks([" 10.1.2.3/8 ", "fd00::1/64"]) == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("fd00::/64"),
+    )
+
+
+def test_the_ipv4_compatible_form_starts_at_2_so_ipv6_loopback_stays_ipv6():
+    """``::/96`` embeds an IPv4 address in its last 32 bits, except ``::`` and ``::1``: ``::2``
+    is 0.0.0.2 (never a target, even with everything allowed), ``::1`` is IPv6 loopback
+    (allowed by default, not 0.0.0.1)."""
+    with pytest.raises(ProbeError, match=re.escape("0.0.0.2 is link-local, metadata or other")):
+        check_address("::2", EVERYWHERE)
+    assert check_address("::1", FetchPolicy()) == ipaddress.ip_address("::1")
+
+
+def test_a_scope_id_is_dropped_so_the_address_checked_is_the_address_connected_to():
+    """A resolver may answer ``fe80::1%eth0``: the zone is cut before the check, and what the
+    connection gets (``str`` of the checked address) carries none."""
+    checked = check_address("::1%lo", FetchPolicy())
+    assert checked == ipaddress.ip_address("::1") and str(checked) == "::1"
+    with pytest.raises(ProbeError, match="fe80::1 is link-local"):
+        check_address("fe80::1%eth0", EVERYWHERE)
