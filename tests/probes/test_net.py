@@ -324,6 +324,7 @@ def test_every_metadata_name_is_refused_by_name_at_registration_and_at_connectio
         resolve_checked(host, 80, policy)
     for error in (registered.value, connected.value):
         assert error.kind == "blocked-address" and "cloud metadata service" in error.message
+        assert not error.transient  # the same name fails the same way every cycle
     assert asked == []
 
 
@@ -348,6 +349,9 @@ def test_an_ordinary_name_is_left_to_the_connection_and_resolved_there():
         ("2852039166", "169.254.169.254"),
         ("0xa9fea9fe", "169.254.169.254"),
         ("[fe80::1%eth0]", "fe80::1"),
+        # A zone no interface has: still a literal (cut before asking), refused at
+        # registration, not left to the connection as if it were a name.
+        ("[fe80::1%nosuchzone]", "fe80::1"),
         ("[::1]", "::1"),
         ("probe.example.com", None),
     ],
@@ -420,3 +424,26 @@ def test_a_scope_id_is_dropped_so_the_address_checked_is_the_address_connected_t
     assert checked == ipaddress.ip_address("::1") and str(checked) == "::1"
     with pytest.raises(ProbeError, match="fe80::1 is link-local"):
         check_address("fe80::1%eth0", EVERYWHERE)
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "reason"),
+    [
+        ("http://169.254.169.254/latest/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://2852039166/latest/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://[fd00:ec2::254]/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://10.0.0.1:8000/metrics", FetchPolicy(), "is outside the allowed networks"),
+    ],
+)
+def test_an_address_literal_is_judged_at_registration_without_a_resolver(url, policy, reason):
+    """A literal (in any spelling the resolver reads as numeric) is refused when the target
+    is registered, by the connection guard's rules, and no resolver is asked."""
+
+    def no_dns(host: str, port: int) -> list[str]:
+        raise AssertionError(f"asked the resolver about {host}")
+
+    with pytest.raises(ProbeError) as caught:
+        check_registered_url(url, dataclasses.replace(policy, resolver=no_dns))
+    assert caught.value.kind == "blocked-address" and reason in caught.value.message
+    assert not caught.value.transient
+    check_registered_url("http://127.0.0.1:8000/metrics", FetchPolicy(resolver=no_dns))
