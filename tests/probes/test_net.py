@@ -447,3 +447,21 @@ def test_an_address_literal_is_judged_at_registration_without_a_resolver(url, po
     assert caught.value.kind == "blocked-address" and reason in caught.value.message
     assert not caught.value.transient
     check_registered_url("http://127.0.0.1:8000/metrics", FetchPolicy(resolver=no_dns))
+
+
+def test_dns_failures_are_transient_dns_errors():
+    """A resolver that fails or answers nothing is retried next cycle (DNS recovers), not
+    shown as a permanent fault of the target."""
+
+    def failing(host: str, port: int) -> list[str]:
+        raise OSError("temporary failure in name resolution")
+
+    for resolver in (failing, lambda host, port: []):
+        with pytest.raises(ProbeError) as caught:
+            resolve_checked("probe.example.com", 80, FetchPolicy(resolver=resolver))
+        assert caught.value.kind == "dns" and caught.value.transient
+
+
+def test_one_guarded_client_opens_at_most_64_connections_by_default():
+    client = guarded_async_client(FetchPolicy())
+    assert client.pool._max_idle == 64
