@@ -465,3 +465,51 @@ def test_dns_failures_are_transient_dns_errors():
 def test_one_guarded_client_opens_at_most_64_connections_by_default():
     client = guarded_async_client(FetchPolicy())
     assert client.pool._max_idle == 64
+
+
+class _Hops(_Handler):
+    """``/hop?n=K&status=S``: K redirects with status S (same origin), then 200;
+    ``/status?code=C``: answers with status C."""
+
+    def do_hop(self, path: str) -> None:
+        query = dict(part.split("=") for part in path.split("?", 1)[1].split("&"))
+        n, status = int(query["n"]), query["status"]
+        if n == 0:
+            self.do_ok(path)
+        else:
+            self._head(f"{status} Moved", {"Location": f"/hop?n={n - 1}&status={status}"}, 0)
+
+    def do_status(self, path: str) -> None:
+        code = path.split("code=", 1)[1]
+        self._head(f"{code} Whatever", {"Content-Type": "text/plain"}, 2)
+        self.wfile.write(b"no")
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_each_redirect_status_counts_against_the_redirect_cap_and_a_post_refuses_it(status):
+    """``max_redirects`` redirects are followed, one more is refused, whichever redirect
+    status the target uses; a webhook POST follows none of them."""
+    from probes.net import post
+
+    policy = dataclasses.replace(LOOPBACK, max_redirects=2)
+    with hostile_server(_Hops) as base:
+        assert _fetch(f"{base}/hop?n=2&status={status}", policy).url.endswith(
+            "n=0&status=" + str(status)
+        )
+        error = _error(f"{base}/hop?n=3&status={status}", policy)
+        assert error.kind == "redirect" and error.message == "more than 2 redirects"
+        with pytest.raises(ProbeError) as posted:
+            post(f"{base}/hop?n=1&status={status}", b"{}", LOOPBACK)
+    assert posted.value.kind == "redirect" and not posted.value.transient
+
+
+def test_a_status_of_400_is_an_error_for_a_fetch_and_a_post():
+    from probes.net import post
+
+    with hostile_server(_Hops) as base:
+        for code, transient in (("400", False), ("429", True), ("500", True)):
+            assert _error(f"{base}/status?code={code}").transient is transient, code
+            with pytest.raises(ProbeError) as posted:
+                post(f"{base}/status?code={code}", b"{}", LOOPBACK)
+            assert posted.value.kind == "http-status" and posted.value.transient is transient
+        assert _fetch(f"{base}/status?code=399").status == 399
