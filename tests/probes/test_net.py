@@ -479,6 +479,9 @@ class _Hops(_Handler):
         else:
             self._head(f"{status} Moved", {"Location": f"/hop?n={n - 1}&status={status}"}, 0)
 
+    def do_nowhere(self, path: str) -> None:
+        self._head("302 Found", {}, 0)  # a redirect without a Location
+
     def do_status(self, path: str) -> None:
         code = path.split("code=", 1)[1]
         self._head(f"{code} Whatever", {"Content-Type": "text/plain"}, 2)
@@ -513,3 +516,15 @@ def test_a_status_of_400_is_an_error_for_a_fetch_and_a_post():
                 post(f"{base}/status?code={code}", b"{}", LOOPBACK)
             assert posted.value.kind == "http-status" and posted.value.transient is transient
         assert _fetch(f"{base}/status?code=399").status == 399
+
+
+def test_a_redirect_without_location_and_a_url_without_host_are_permanent_faults():
+    """Both fail the same way every cycle: named by kind and not retried."""
+    from probes.net import validate_url
+
+    with hostile_server(_Hops) as base:
+        error = _error(f"{base}/nowhere")
+    assert (error.kind, error.transient) == ("redirect", False)
+    with pytest.raises(ProbeError) as caught:
+        validate_url("http:///metrics")
+    assert (caught.value.kind, caught.value.transient) == ("bad-url", False)
