@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from artifacts.bounded import Limits, read_all, stream
+from artifacts.bounded import Deadline, Limits, mapped, read_all, stream
 from artifacts.errors import ArtifactRejected
 from artifacts.kinds import sniff
 
@@ -169,3 +169,14 @@ def test_a_path_is_read_like_a_stream_and_an_empty_file_is_refused_by_name(tmp_p
     with pytest.raises(ArtifactRejected) as caught:
         read_all(empty)
     assert caught.value.reason == "file is empty"
+
+
+def test_the_map_keeps_the_callers_deadline(tmp_path):
+    """``mapped`` (the pickle loader's reader) runs under the deadline it is given, not a
+    fresh default one: an analysis that has spent its time stops reading."""
+    path = tmp_path / "artifact.bin"
+    path.write_bytes(b"w" * (3 * MiB))
+    with pytest.raises(ArtifactRejected, match="time limit"), mapped(path, deadline=Deadline(-1.0)):
+        pass
+    with mapped(path) as view:
+        assert len(view) == 3 * MiB

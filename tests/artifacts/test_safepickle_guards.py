@@ -10,9 +10,12 @@ in docs/threat-model.md.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import io
 import os
 import pickle
+import pickletools
 import sys
 import time
 from pathlib import Path
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from artifacts import safepickle
-from artifacts.bounded import DEFAULT_LIMITS, Deadline
+from artifacts.bounded import DEFAULT_LIMITS, Deadline, mapped
 from artifacts.errors import ArtifactRejected
 
 DEFAULT = safepickle.DEFAULT_PICKLE_LIMITS
@@ -159,3 +162,385 @@ def test_a_refused_opcode_is_refused_without_reading_its_argument() -> None:
         for data in (b"c0\nK\\J\x00I0\n", b"\x80\x04c0\\J\nx\n."):
             with pytest.raises(ArtifactRejected):
                 safepickle.loads(data)
+
+
+# --- the reference scan, opcode by opcode -----------------------------------------------------
+#
+# The mutation run over this module (.ci/mutation) found the opcode tables and the
+# per-opcode checks of the reference scan (``_step``) unkilled: the fast loop in ``prescan``
+# and the token grammar take almost every opcode of a real pickle, and the differential
+# tests compare against a reference that reads the same tables. A pickle shorter than one
+# fast-loop step (9 bytes after PROTO) is scanned by ``_step`` alone, opcode by opcode, and
+# a full stack (``max_stack``) hands every later opcode to it too: that is how each test
+# below reaches the check it is about.
+
+
+def _scan(data: bytes, **limits: int) -> int:
+    return safepickle.prescan(data, safepickle.PickleLimits(**limits), Deadline(60))
+
+
+def _scan_refusal(data: bytes, **limits: int) -> str:
+    with pytest.raises(ArtifactRejected) as caught:
+        _scan(data, **limits)
+    return caught.value.reason
+
+
+# One push of each kind: what each pushes is the value a one-item pickle loads as.
+_PUSHES = {
+    "NONE": (b"N", None),
+    "NEWTRUE": (b"\x88", True),
+    "NEWFALSE": (b"\x89", False),
+    "BININT": (b"J\xff\xff\xff\xff", -1),
+    "BININT1": (b"K\x07", 7),
+    "BININT2": (b"M\x00\x01", 256),
+    "LONG1": (b"\x8a\x01\xff", -1),
+    "LONG4": (b"\x8b\x01\x00\x00\x00\x05", 5),
+    "BINFLOAT": (b"G?\xf8\x00\x00\x00\x00\x00\x00", 1.5),
+    "SHORT_BINUNICODE": (b"\x8c\x01a", "a"),
+    "BINUNICODE": (b"X\x01\x00\x00\x00a", "a"),
+    "BINUNICODE8": (b"\x8d\x01\x00\x00\x00\x00\x00\x00\x00a", "a"),
+    "SHORT_BINBYTES": (b"C\x01a", b"a"),
+    "BINBYTES": (b"B\x01\x00\x00\x00a", b"a"),
+    "BINBYTES8": (b"\x8e\x01\x00\x00\x00\x00\x00\x00\x00a", b"a"),
+    "EMPTY_LIST": (b"]", []),
+    "EMPTY_DICT": (b"}", {}),
+    "EMPTY_TUPLE": (b")", ()),
+}
+
+# Every other whitelisted opcode, in a pickle that loads as the value given.
+_OTHERS = {
+    "PROTO": (b"\x80\x02N", None),  # a second PROTO after the first: no effect
+    "FRAME": (b"\x95\x01\x00\x00\x00\x00\x00\x00\x00N", None),
+    "MEMOIZE": (b"N\x94", None),
+    "BINPUT": (b"Nq\x00", None),
+    "LONG_BINPUT": (b"Nr\x00\x00\x00\x00", None),
+    "MARK": (b"(t", ()),
+    "APPEND": (b"]Na", [None]),
+    "APPENDS": (b"](NNe", [None, None]),
+    "SETITEM": (b"}K\x01Ns", {1: None}),
+    "SETITEMS": (b"}(K\x01NK\x02Nu", {1: None, 2: None}),
+    "TUPLE": (b"(NNt", (None, None)),
+    "TUPLE1": (b"N\x85", (None,)),
+    "TUPLE2": (b"NN\x86", (None, None)),
+    "TUPLE3": (b"NNN\x87", (None, None, None)),
+    "LIST": (b"(Nl", [None]),
+    "DICT": (b"(K\x01Nd", {1: None}),
+    "BINGET": (b"](N\x94h\x00e", [None, None]),
+    "LONG_BINGET": (b"](N\x94j\x00\x00\x00\x00e", [None, None]),
+    "STOP": (b"N", None),
+}
+
+
+def test_the_whitelist_is_exactly_the_opcodes_that_load():
+    """``ALLOWED_OPCODES`` is the documented whitelist: each opcode in it loads, through the
+    reference scan and through ``loads``, and nothing else is in it."""
+    samples = {**_PUSHES, **_OTHERS}
+    assert set(samples) == safepickle.ALLOWED_OPCODES
+    for name, (body, value) in samples.items():
+        data = b"\x80\x04" + body + b"."
+        ops = {op.name for op, _, _ in pickletools.genops(data)}
+        assert name in ops, name
+        assert _scan(data) == len(list(pickletools.genops(data))), name
+        assert safepickle.loads(data) == value, name
+
+
+@pytest.mark.parametrize("name", sorted(_PUSHES))
+def test_every_push_counts_against_the_stack_limit(name):
+    """With the stack full, each push goes to the reference scan, which refuses it by the
+    stack limit, not as an unknown opcode; one push within the limit loads."""
+    body = _PUSHES[name][0]
+    assert _scan(b"\x80\x04" + body + b".", max_stack=1) == 3
+    reason = _scan_refusal(b"\x80\x04N" + body + b".", max_stack=1)
+    assert reason == "pickle stack exceeds 1 items at byte 3 (nested too deeply?)"
+    reason = _scan_refusal(b"\x80\x04N" + body + b".", max_stack=1_000)
+    assert reason == f"pickle STOP at byte {3 + len(body)} leaves a malformed stack"
+
+
+@pytest.mark.parametrize(("container", "tag"), [(b"]", "list"), (b"}", "dict")])
+def test_an_empty_list_or_dict_is_one_level_of_nesting(container, tag):
+    """A list or dict in a list is two levels deep: refused under ``max_depth=1``, by the
+    reference scan (the pickle is too short for the fast loop) and by ``loads``."""
+    data = b"\x80\x04]" + container + b"a."
+    assert _scan(data, max_depth=2) == 5
+    reason = _scan_refusal(data, max_depth=1)
+    assert reason == "pickle data nests deeper than 1 levels at byte 4", tag
+    assert "nests deeper than 1 levels at byte 4" in _rejection_with(
+        data, safepickle.PickleLimits(max_depth=1)
+    )
+
+
+def _rejection_with(data: bytes, limits: safepickle.PickleLimits) -> str:
+    with pytest.raises(ArtifactRejected) as caught:
+        safepickle.loads(data, limits)
+    return caught.value.reason
+
+
+# One over-long payload of each string/bytes opcode (4 bytes against a limit of 3).
+_PAYLOADS = {
+    "SHORT_BINUNICODE": b"\x8c\x04abcd",
+    "BINUNICODE": b"X\x04\x00\x00\x00abcd",
+    "BINUNICODE8": b"\x8d\x04\x00\x00\x00\x00\x00\x00\x00abcd",
+    "SHORT_BINBYTES": b"C\x04abcd",
+    "BINBYTES": b"B\x04\x00\x00\x00abcd",
+    "BINBYTES8": b"\x8e\x04\x00\x00\x00\x00\x00\x00\x00abcd",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PAYLOADS))
+def test_every_string_opcode_is_bounded_by_the_string_limit(name):
+    """Each string/bytes opcode, first or after a list (the fast loop's path, which hands
+    the over-long one to the reference), is refused by length with the same reason;
+    exactly the limit loads."""
+    body = _PAYLOADS[name]
+    assert safepickle.loads(b"\x80\x04" + body + b".", safepickle.PickleLimits(max_string_bytes=4))
+    for prefix in (b"", b"]" * 9):
+        data = b"\x80\x04" + prefix + body + b"."
+        pos = 2 + len(prefix)
+        expected = f"pickle string at byte {pos} is 4 bytes (limit 3)"
+        assert _scan_refusal(data, max_string_bytes=3) == expected, (name, prefix)
+        if not name.startswith("SHORT_"):
+            # The token grammar admits a 1-byte-length string whatever the limit (it is at
+            # most 255 bytes): ``loads`` refuses only the longer forms by this limit.
+            limits = safepickle.PickleLimits(max_string_bytes=3)
+            assert _rejection_with(data, limits) == expected, (name, prefix)
+
+
+def test_the_default_pickle_limits_are_the_documented_ones():
+    """The defaults docs/threat-model.md and the class docstring give, and the string limit
+    at its boundary with real bytes: 16 MiB loads, one byte more is refused."""
+    assert safepickle.PickleLimits() == safepickle.DEFAULT_PICKLE_LIMITS
+    assert (
+        DEFAULT.max_depth,
+        DEFAULT.max_stack,
+        DEFAULT.max_marks,
+        DEFAULT.max_string_bytes,
+        DEFAULT.max_long_bytes,
+        DEFAULT.max_opcodes,
+        DEFAULT.max_containers,
+    ) == (64, 100_000, 64, 16 * 2**20, 32, 200_000_000, 50_000_000)
+    limit = 16 * 2**20
+    at = b"\x80\x04B" + limit.to_bytes(4, "little") + bytes(limit) + b"."
+    assert len(safepickle.loads(at)) == limit
+    over = b"\x80\x04B" + (limit + 1).to_bytes(4, "little") + bytes(limit + 1) + b"."
+    with pytest.raises(ArtifactRejected, match="is 16,777,217 bytes \\(limit 16,777,216\\)"):
+        safepickle.loads(over)
+
+
+def test_the_pickle_limits_cannot_be_changed_in_place():
+    """Every loader shares ``DEFAULT_PICKLE_LIMITS``: one caller raising a limit on it would
+    raise it for every later upload."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT.max_depth = 10**9  # type: ignore[misc]
+    assert DEFAULT.max_depth == 64
+
+
+def test_a_pickle_file_loads_through_the_read_only_map(tmp_path):
+    """``load`` reads through ``bounded.mapped``: the scans and the unpickler see the map
+    (dropping pages behind them), plain or gzipped, and return exactly what was pickled."""
+    value = {"segments": [{"address": 1 << 40, "frames": ["f"] * 3}], "blob": b"\x00" * 5000}
+    data = pickle.dumps(value, protocol=4)
+    plain = tmp_path / "snapshot.pickle"
+    plain.write_bytes(data)
+    packed = tmp_path / "snapshot.pickle.gz"
+    packed.write_bytes(gzip.compress(data))
+    assert safepickle.load(plain) == value
+    assert safepickle.load(packed) == value
+    with plain.open("rb") as fh:
+        assert safepickle.load(fh) == value
+
+
+def test_the_map_is_read_front_to_back_dropping_pages_behind_it(tmp_path, monkeypatch):
+    """A pickle larger than the unpickler's 1 MiB buffer, read in several passes through
+    ``_MapReader``, with a page drop every MiB instead of every 64 (the same code path a
+    2 GiB snapshot takes): the value comes back intact."""
+    monkeypatch.setattr(safepickle, "_DROP_EVERY", 1 << 20)
+    value = [bytes([i]) * 100_000 for i in range(40)]  # about 4 MiB, every chunk distinct
+    path = tmp_path / "large.pickle"
+    path.write_bytes(pickle.dumps(value, protocol=4))
+    assert safepickle.load(path) == value
+
+
+# Each refusal of the reference scan, by its exact reason. The body is scanned twice: as it
+# is (short: ``_step`` alone) and with ten harmless pushes after it (the fast loop meets the
+# hazard first and must hand it over, unchanged, for the same reason).
+_REFUSALS = [
+    (b"e", {}, "pickle opcode APPENDS at byte 2 has no MARK"),
+    (b"Nt", {}, "pickle opcode TUPLE at byte 3 has no MARK"),
+    (b"a", {}, "pickle opcode APPEND at byte 2 pops an empty stack"),
+    (b"N(a", {}, "pickle opcode APPEND at byte 4 pops an empty stack"),
+    (b"N(\x85", {}, "pickle opcode TUPLE1 at byte 4 pops an empty stack"),
+    (b"N(N\x86", {}, "pickle opcode TUPLE2 at byte 5 pops an empty stack"),
+    (b"NN(N\x87", {}, "pickle opcode TUPLE3 at byte 6 pops an empty stack"),
+    (b"}N(Ns", {}, "pickle opcode SETITEM at byte 6 pops an empty stack"),
+    (b"(Na", {}, "pickle opcode APPEND at byte 4 has no container to fill"),
+    (b"]((Ne", {}, "pickle opcode APPENDS at byte 6 has no container to fill"),
+    (b"}(Nu", {}, "pickle SETITEMS at byte 5 has an odd item count"),
+    (b"}N\x85\x85Ns", {}, "pickle dict key at byte 7 nests containers"),
+    (b"}(N\x85\x85Nu", {}, "pickle dict key at byte 8 nests containers"),
+    (b"(N\x85\x85Nd", {}, "pickle dict key at byte 7 nests containers"),
+    (b"(NNN\x85\x85Nd", {}, "pickle dict key at byte 9 nests containers"),  # the second key
+    (b"\x94", {}, "pickle opcode MEMOIZE at byte 2 has nothing to store"),
+    (b"N(\x94", {}, "pickle opcode MEMOIZE at byte 4 has nothing to store"),
+    (b"N(q\x00", {}, "pickle opcode BINPUT at byte 4 has nothing to store"),
+    (b"h\x00", {}, "pickle memo index 0 at byte 2 was never stored"),
+    (b"N\x94h\x01", {}, "pickle memo index 1 at byte 4 was never stored"),
+    (b"N\x94j\x01\x00\x00\x00", {}, "pickle memo index 1 at byte 4 was never stored"),
+    (b"Nq\x01", {}, "pickle memo index 1 at byte 3 skips ahead"),
+    (b"N\x94r\x02\x00\x00\x00", {}, "pickle memo index 2 at byte 4 skips ahead"),
+    (b"N\x94h\x00", {"max_stack": 1}, "pickle stack exceeds 1 items at byte 4"),
+    # A BINPUT over a stored slot stores what it now holds: a nested tuple, later a key (a
+    # full stack hands the BINPUT to the reference step; the default one to the fast loop).
+    (b"}N\x94N\x85\x85q\x00sh\x00Ns", {"max_stack": 3}, "pickle dict key at byte 14 nests"),
+    (b"}N\x94N\x85\x85q\x00sh\x00Ns", {}, "pickle dict key at byte 14 nests"),
+    (b"((", {"max_marks": 1}, "pickle nests more than 1 MARKs at byte 3"),
+    (b"N\x85\x85", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 4"),
+    (b"(N\x85t", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 5"),
+    (b"]]a", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 4"),
+    (b"}(N]u", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 6"),
+    (b"}N]s", {"max_depth": 1}, "pickle data nests deeper than 1 levels at byte 5"),
+    (b"\x8a\x02\x00\x01", {"max_long_bytes": 1}, "pickle integer at byte 2 has 9 bits (limit 8)"),
+    (b"\x8b\x02\x00\x00\x00\x00\x01", {"max_long_bytes": 1}, "pickle integer at byte 2 has 9 bits"),
+    (b"R", {}, "pickle opcode REDUCE at byte 2 is not allowed (not plain data)"),
+]
+
+
+@pytest.mark.parametrize(("body", "limits", "reason"), _REFUSALS)
+def test_each_refusal_of_the_reference_scan_has_its_own_reason(body, limits, reason):
+    for data in (b"\x80\x04" + body + b".", b"\x80\x04" + body + b"N" * 10 + b"."):
+        assert _scan_refusal(data, **limits).startswith(reason), data
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x01N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x06N.", "not a pickle of protocol 2-5 (no PROTO opcode at byte 0)"),
+        (b"\x80\x04NN.", "pickle STOP at byte 4 leaves a malformed stack"),
+        (b"\x80\x04.", "pickle STOP at byte 2 leaves a malformed stack"),
+        (b"\x80\x04N(.", "pickle STOP at byte 4 leaves a malformed stack"),
+        (b"\x80\x04N.N", "1 unexpected bytes after the pickle's STOP opcode"),
+        (b"\x80\x04N.NNN", "3 unexpected bytes after the pickle's STOP opcode"),
+        (b"\x80\x04N", "truncated or corrupt pickle after byte 2: pickle exhausted before seeing"),
+        (b"\x80\x04\x95\x0c\x00\x00\x00\x00\x00\x00\x00N.", "pickle frame at byte 2 runs past"),
+        (b"\x80", "not a pickle ("),
+        (b"\xff", "not a pickle (at position 0, opcode b'\\xff' unknown)"),
+    ],
+)
+def test_the_envelope_of_a_pickle_is_checked_first_and_last(data, reason):
+    """PROTO first (2-5), one item left at STOP, nothing after it, frames inside the file."""
+    assert _scan_refusal(data).startswith(reason), data
+
+
+def test_the_protocols_and_frame_lengths_at_their_bounds_are_accepted():
+    for protocol in (2, 3, 4, 5):
+        assert _scan(bytes([0x80, protocol]) + b"N.") == 3
+    # A frame may run exactly to the end of the file (its length counts from its opcode).
+    assert _scan(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00N.") == 4
+
+
+def test_container_bytes_are_counted_in_a_map_as_in_bytes(tmp_path):
+    """The fast path proves nothing when the file holds more EMPTY_LIST/EMPTY_DICT bytes
+    than the container budget: counted the same in a map (a file being loaded) as in
+    memory, so the C unpickler never builds more containers than the budget first."""
+    data = b"\x80\x04]]}}" + b"a" * 3 + b"."
+    path = tmp_path / "containers.pickle"
+    path.write_bytes(data)
+    few, enough = safepickle.PickleLimits(max_containers=3), safepickle.PickleLimits()
+    with mapped(path) as view:
+        assert safepickle._count(view, b"]") == 2 and safepickle._count(view, b"}") == 2
+        assert not safepickle._fast_scan(view, few, Deadline(60))
+        assert not safepickle._fast_scan(data, few, Deadline(60))
+        # Within the budget the same bytes are proven (and three APPENDs fill them).
+        assert safepickle._fast_scan(view, enough, Deadline(60))
+
+
+class _CountingDeadline(Deadline):
+    """A deadline that never expires and counts how often the scan looks at it."""
+
+    def __init__(self) -> None:
+        super().__init__(60)
+        self.checks = 0
+
+    def check(self) -> None:
+        self.checks += 1
+        super().check()
+
+
+def test_the_opcode_scan_looks_at_the_clock_once_per_65536_opcodes():
+    """The fast loop never crosses a checkpoint: every 65,536th opcode goes to the
+    reference step, which checks the deadline and the opcode budget there (and only
+    there: the check is not free)."""
+    data = b"\x80\x04]" + (b"(" + b"N" * 1_000 + b"e") * 200 + b"."
+    deadline = _CountingDeadline()
+    count = safepickle.prescan(data, DEFAULT, deadline)
+    assert count == 200_403
+    assert deadline.checks == count // 65_536 == 3
+
+
+def test_the_opcode_budget_admits_exactly_its_count():
+    data = b"\x80\x04](" + b"N" * 65_531 + b"e."  # 65,536 opcodes
+    assert _scan(data, max_opcodes=65_536) == 65_536
+    assert _scan_refusal(data, max_opcodes=65_535) == "pickle has more than 65,535 opcodes"
+
+
+def test_each_limit_of_the_reference_scan_admits_exactly_its_value():
+    """The boundary of every per-opcode limit, on pickles short enough that the reference
+    step scans each opcode: at the limit is accepted, one over is refused."""
+    for name in ("SHORT_BINUNICODE", "BINUNICODE", "SHORT_BINBYTES", "BINBYTES"):
+        body = _PUSHES[name][0]  # a one-byte payload
+        assert _scan(b"\x80\x04" + body + b".", max_string_bytes=1) == 3, name
+        assert "is 1 bytes (limit 0)" in _scan_refusal(
+            b"\x80\x04" + body + b".", max_string_bytes=0
+        )
+    for body in (b"\x8a\x02\xff\x00", b"\x8a\x02\x01\xff", b"\x8b\x02\x00\x00\x00\xff\x00"):
+        # 255 and -255: eight bits each, the most one byte of ``max_long_bytes`` admits
+        assert _scan(b"\x80\x04" + body + b".", max_long_bytes=1) == 3, body
+        assert "has 8 bits (limit 0)" in _scan_refusal(b"\x80\x04" + body + b".", max_long_bytes=0)
+    memo_get = b"\x80\x04](N\x94h\x00e."  # three items on the stack at the BINGET
+    assert _scan(memo_get, max_stack=3) == 8
+    assert _scan_refusal(memo_get, max_stack=2) == "pickle stack exceeds 2 items at byte 6"
+    marks = b"\x80\x04((tt."  # two MARKs open at once
+    assert _scan(marks, max_marks=2) == 6
+    assert _scan_refusal(marks, max_marks=1) == "pickle nests more than 1 MARKs at byte 3"
+    nested = b"\x80\x04]]]aa."  # three levels
+    assert _scan(nested, max_depth=3) == 7
+    assert _scan_refusal(nested, max_depth=2).startswith("pickle data nests deeper than 2")
+
+
+def test_a_tuple_of_scalars_is_a_valid_key_and_frames_and_protos_pass_the_reference_step():
+    """What the reference step must let through: a flat tuple as a dict key (SETITEM,
+    SETITEMS, DICT), a frame that ends exactly at the end of the file, a second PROTO.
+    A full stack (``max_stack=1`` after one push) hands FRAME and PROTO to the step."""
+    assert _scan(b"\x80\x04}N\x85Ns.") == 7
+    assert _scan(b"\x80\x04}(N\x85Nu.") == 8
+    assert _scan(b"\x80\x04(N\x85Nd.") == 7
+    frame = b"\x80\x04N\x95%s."  # the frame at byte 3; 10 bytes from it to the end
+    assert _scan(frame % (10).to_bytes(8, "little"), max_stack=1) == 4
+    assert (
+        _scan_refusal(frame % (11).to_bytes(8, "little"), max_stack=1)
+        == "pickle frame at byte 3 runs past the end of the file"
+    )
+    assert _scan(b"\x80\x04N\x80\x02.", max_stack=1) == 4
+
+
+@pytest.mark.parametrize(
+    ("tail", "what"),
+    [
+        (b"J\x01\x00", "int4"),  # BININT
+        (b"M\x01", "uint2"),  # BININT2
+        (b"j\x00\x00", "uint4"),  # LONG_BINGET
+        (b"G\x00\x00\x00", "float8"),  # BINFLOAT
+        (b"\x95\x01\x00", "uint8"),  # FRAME
+        (b"\x8d\x01\x00", "uint8"),  # BINUNICODE8's length
+    ],
+)
+def test_a_fixed_size_argument_cut_short_by_the_end_of_the_file_is_a_truncation(tail, what):
+    """The fast loop takes an opcode only when its whole argument is in the file (the last
+    nine bytes go to the reference step, which reads them with pickletools' readers): a cut
+    argument is named as such, never read past the end (IndexError, struct.error)."""
+    data = b"\x80\x04](" + b"N" * 20 + tail
+    expected = (
+        f"truncated or corrupt pickle after byte 23: not enough data in stream to read {what}"
+    )
+    assert _scan_refusal(data) == expected

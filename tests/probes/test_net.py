@@ -21,7 +21,7 @@ from probes.net import (
     parse_networks,
     resolve_checked,
 )
-from tests.support.hostile import guarded_fetch, hostile_server
+from tests.support.hostile import _Handler, guarded_fetch, hostile_server
 
 LOOPBACK = FetchPolicy(connect_timeout=1, read_timeout=1, total_timeout=3, max_bytes=1 << 20)
 # For the size-cap tests: deadlines so generous that only the cap can end the fetch, however
@@ -58,7 +58,7 @@ def test_a_hanging_target_is_a_bounded_transient_timeout(server):
 
 def test_a_trickling_target_hits_the_overall_deadline(server):
     error = _error(server + "/slow")
-    assert error.kind == "timeout"
+    assert error.kind == "timeout" and error.transient
 
 
 def test_a_50_mb_body_is_cut_off_at_the_cap(server):
@@ -324,6 +324,7 @@ def test_every_metadata_name_is_refused_by_name_at_registration_and_at_connectio
         resolve_checked(host, 80, policy)
     for error in (registered.value, connected.value):
         assert error.kind == "blocked-address" and "cloud metadata service" in error.message
+        assert not error.transient  # the same name fails the same way every cycle
     assert asked == []
 
 
@@ -348,9 +349,182 @@ def test_an_ordinary_name_is_left_to_the_connection_and_resolved_there():
         ("2852039166", "169.254.169.254"),
         ("0xa9fea9fe", "169.254.169.254"),
         ("[fe80::1%eth0]", "fe80::1"),
+        # A zone no interface has: still a literal (cut before asking), refused at
+        # registration, not left to the connection as if it were a name.
+        ("[fe80::1%nosuchzone]", "fe80::1"),
         ("[::1]", "::1"),
         ("probe.example.com", None),
     ],
 )
 def test_literal_address_reads_what_the_resolver_would_read_without_dns(host, address):
     assert literal_address(host) == address
+
+
+class _LogRelay(_Handler):
+    """A log relay that pages with both offsets and sends what a probe must not keep."""
+
+    def do_log_window(self, path: str) -> None:
+        body = b"INFO engine started\n"
+        headers = {
+            "Content-Type": "text/plain",
+            "X-Log-Start-Offset": "7",
+            "X-Log-Next-Offset": "9" * 300,
+            "Set-Cookie": "session=secret",
+            "X-Engine-Build": "abc",
+        }
+        self._head("200 OK", headers, len(body))
+        self.wfile.write(body)
+
+
+def test_only_the_kept_headers_survive_and_each_is_cut_at_200_characters():
+    """The log follower pages by both offsets (issue 19.14: dropping the start offset from
+    the kept list passed); anything else a target sends is dropped with the response, and a
+    kept value is cut at 200 characters however long the target makes it."""
+    with hostile_server(_LogRelay) as base:
+        fetched = _fetch(base + "/log-window")
+    assert fetched.headers == {
+        "content-type": "text/plain",
+        "x-log-start-offset": "7",
+        "x-log-next-offset": "9" * 200,
+    }
+
+
+def test_a_targets_bytes_read_as_text_never_raise():
+    """An engine's text is evidence, not code: invalid UTF-8 from a hostile target becomes
+    replacement characters, not an exception in the analysis that reads it."""
+    from probes.net import FetchResult
+
+    result = FetchResult(url="u", status=200, content_type="", body=b"ok \xff\xfe", elapsed_s=0)
+    assert result.text() == "ok \ufffd\ufffd"
+    assert result.size == 5
+
+
+def test_an_allow_list_entry_with_host_bits_is_read_as_its_network():
+    """``10.1.2.3/8`` in ATLAS_PROBE_ALLOWED_NETWORKS means 10.0.0.0/8, as operators write it;
+    a typo is still named (``test_parse_networks_names_the_bad_item``)."""
+    assert parse_networks([" 10.1.2.3/8 ", "fd00::1/64"]) == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("fd00::/64"),
+    )
+
+
+def test_the_ipv4_compatible_form_starts_at_2_so_ipv6_loopback_stays_ipv6():
+    """``::/96`` embeds an IPv4 address in its last 32 bits, except ``::`` and ``::1``: ``::2``
+    is 0.0.0.2 (never a target, even with everything allowed), ``::1`` is IPv6 loopback
+    (allowed by default, not 0.0.0.1)."""
+    with pytest.raises(ProbeError, match=re.escape("0.0.0.2 is link-local, metadata or other")):
+        check_address("::2", EVERYWHERE)
+    assert check_address("::1", FetchPolicy()) == ipaddress.ip_address("::1")
+
+
+def test_a_scope_id_is_dropped_so_the_address_checked_is_the_address_connected_to():
+    """A resolver may answer ``fe80::1%eth0``: the zone is cut before the check, and what the
+    connection gets (``str`` of the checked address) carries none."""
+    checked = check_address("::1%lo", FetchPolicy())
+    assert checked == ipaddress.ip_address("::1") and str(checked) == "::1"
+    with pytest.raises(ProbeError, match="fe80::1 is link-local"):
+        check_address("fe80::1%eth0", EVERYWHERE)
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "reason"),
+    [
+        ("http://169.254.169.254/latest/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://2852039166/latest/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://[fd00:ec2::254]/", EVERYWHERE, "is link-local, metadata or otherwise"),
+        ("http://10.0.0.1:8000/metrics", FetchPolicy(), "is outside the allowed networks"),
+    ],
+)
+def test_an_address_literal_is_judged_at_registration_without_a_resolver(url, policy, reason):
+    """A literal (in any spelling the resolver reads as numeric) is refused when the target
+    is registered, by the connection guard's rules, and no resolver is asked."""
+
+    def no_dns(host: str, port: int) -> list[str]:
+        raise AssertionError(f"asked the resolver about {host}")
+
+    with pytest.raises(ProbeError) as caught:
+        check_registered_url(url, dataclasses.replace(policy, resolver=no_dns))
+    assert caught.value.kind == "blocked-address" and reason in caught.value.message
+    assert not caught.value.transient
+    check_registered_url("http://127.0.0.1:8000/metrics", FetchPolicy(resolver=no_dns))
+
+
+def test_dns_failures_are_transient_dns_errors():
+    """A resolver that fails or answers nothing is retried next cycle (DNS recovers), not
+    shown as a permanent fault of the target."""
+
+    def failing(host: str, port: int) -> list[str]:
+        raise OSError("temporary failure in name resolution")
+
+    for resolver in (failing, lambda host, port: []):
+        with pytest.raises(ProbeError) as caught:
+            resolve_checked("probe.example.com", 80, FetchPolicy(resolver=resolver))
+        assert caught.value.kind == "dns" and caught.value.transient
+
+
+def test_one_guarded_client_opens_at_most_64_connections_by_default():
+    client = guarded_async_client(FetchPolicy())
+    assert client.pool._max_idle == 64
+
+
+class _Hops(_Handler):
+    """``/hop?n=K&status=S``: K redirects with status S (same origin), then 200;
+    ``/status?code=C``: answers with status C."""
+
+    def do_hop(self, path: str) -> None:
+        query = dict(part.split("=") for part in path.split("?", 1)[1].split("&"))
+        n, status = int(query["n"]), query["status"]
+        if n == 0:
+            self.do_ok(path)
+        else:
+            self._head(f"{status} Moved", {"Location": f"/hop?n={n - 1}&status={status}"}, 0)
+
+    def do_nowhere(self, path: str) -> None:
+        self._head("302 Found", {}, 0)  # a redirect without a Location
+
+    def do_status(self, path: str) -> None:
+        code = path.split("code=", 1)[1]
+        self._head(f"{code} Whatever", {"Content-Type": "text/plain"}, 2)
+        self.wfile.write(b"no")
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_each_redirect_status_counts_against_the_redirect_cap_and_a_post_refuses_it(status):
+    """``max_redirects`` redirects are followed, one more is refused, whichever redirect
+    status the target uses; a webhook POST follows none of them."""
+    from probes.net import post
+
+    policy = dataclasses.replace(LOOPBACK, max_redirects=2)
+    with hostile_server(_Hops) as base:
+        assert _fetch(f"{base}/hop?n=2&status={status}", policy).url.endswith(
+            "n=0&status=" + str(status)
+        )
+        error = _error(f"{base}/hop?n=3&status={status}", policy)
+        assert error.kind == "redirect" and error.message == "more than 2 redirects"
+        with pytest.raises(ProbeError) as posted:
+            post(f"{base}/hop?n=1&status={status}", b"{}", LOOPBACK)
+    assert posted.value.kind == "redirect" and not posted.value.transient
+
+
+def test_a_status_of_400_is_an_error_for_a_fetch_and_a_post():
+    from probes.net import post
+
+    with hostile_server(_Hops) as base:
+        for code, transient in (("400", False), ("429", True), ("500", True)):
+            assert _error(f"{base}/status?code={code}").transient is transient, code
+            with pytest.raises(ProbeError) as posted:
+                post(f"{base}/status?code={code}", b"{}", LOOPBACK)
+            assert posted.value.kind == "http-status" and posted.value.transient is transient
+        assert _fetch(f"{base}/status?code=399").status == 399
+
+
+def test_a_redirect_without_location_and_a_url_without_host_are_permanent_faults():
+    """Both fail the same way every cycle: named by kind and not retried."""
+    from probes.net import validate_url
+
+    with hostile_server(_Hops) as base:
+        error = _error(f"{base}/nowhere")
+    assert (error.kind, error.transient) == ("redirect", False)
+    with pytest.raises(ProbeError) as caught:
+        validate_url("http:///metrics")
+    assert (caught.value.kind, caught.value.transient) == ("bad-url", False)
