@@ -21,6 +21,9 @@ def test_default_flags_are_the_tiny_dummy_engine():
         assert flag in args
     assert args[args.index("--num-gpu-blocks-override") + 1] == "96"
     assert "--max-num-seqs" not in args  # vLLM's own default unless a scenario sets it
+    # Streamed in chunks of 16 tokens: the front end's per-token work starved it on 2 cores.
+    assert args[args.index("--stream-interval") + 1] == "16"
+    assert "--stream-interval" not in EngineFlags(stream_interval=None).args()
 
 
 def test_fix_settings_become_flags_and_unknown_ones_are_refused():

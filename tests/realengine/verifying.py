@@ -15,6 +15,7 @@ from investigations.diagnose import Diagnosis
 from investigations.playbook import Fix, get_playbook
 from investigations.verification import VerificationResult, verify
 from probes.policy import fetch_policy
+from realengine.priority import process_tree
 
 
 class Poller:
@@ -85,24 +86,6 @@ def _jiffies(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _tree(root: int) -> list[int]:
-    """``root`` and its descendants (the API server and its EngineCore)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
-    return found
-
-
 class MachineShare:
     """Where the machine's CPU went over a window: the engine (its process tree), this test
     process (load generator and poller) and everything else, in cores. A verification that
@@ -115,7 +98,7 @@ class MachineShare:
     def _read(self) -> tuple[float, int, int, int]:
         cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         idle = int(cpu[3]) + int(cpu[4])
-        engine = sum(_jiffies(pid) for pid in _tree(self.engine_pid))
+        engine = sum(_jiffies(pid) for pid in process_tree(self.engine_pid))
         return time.monotonic(), sum(int(v) for v in cpu[:8]) - idle, engine, _jiffies(os.getpid())
 
     def report(self) -> dict:
