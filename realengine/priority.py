@@ -25,13 +25,13 @@ running at 4 requests/s); p95 TTFT at the client 17 ms; at the storm the queue g
 engine lost no throughput).
 
 Lowering the threads instead (the engine core's, or the worker's) was tried and dropped:
-niceness only ranks threads within their group, and a lowered engine core delays every
-step it schedules, which a fixed engine's p99 ITL showed (23.5 ms against 9.9 ms).
+niceness only ranks threads within their group, so it did not keep the observers fed at a
+storm. None of this moved the prefill incident's fixed p99 ITL (21.5-24.9 ms with the group
+lowered, 24.3 ms with it at 0, 24.8 ms without the stream interval; see .ci/run).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -84,36 +84,3 @@ def lower_session_group(pid: int, niceness: int = ENGINE_NICENESS, proc: Path = 
     except OSError:
         return False
     return True
-
-
-WORKER_TITLE = "VLLM::Worker"  # the model worker's process title (vLLM sets it)
-
-
-def worker_cores(api_server_pid: int, proc: Path = PROC) -> set[int]:
-    """The cores the engine's model worker(s) are bound to (vLLM binds its OpenMP threads
-    to cores of its own choosing and reserves the rest for the front end); empty when no
-    worker is found."""
-    cores: set[int] = set()
-    for pid in descendants(api_server_pid, process_children(proc)):
-        try:
-            if not (proc / str(pid) / "comm").read_text().startswith(WORKER_TITLE):
-                continue
-            cores |= os.sched_getaffinity(pid)
-        except (OSError, ProcessLookupError):
-            continue
-    return cores
-
-
-def keep_off(cores: set[int]) -> set[int] | None:
-    """Bind the calling thread (and so the threads and processes it starts from now on) to
-    every core but ``cores``; the cores it keeps, or None where that would leave none.
-
-    What a test runs beside the engine (load generator, poller, ``diagnose``, Celery) then
-    never preempts the model worker mid-step: with the engine's group lowered, those
-    observers won every core they landed on, the worker's included, and a chunked-prefill
-    engine's p99 ITL read 21.5-23.8 ms against 9.9 ms (a 256-token chunk costs ~7 ms)."""
-    allowed = os.sched_getaffinity(0) - cores
-    if not allowed:
-        return None
-    os.sched_setaffinity(0, allowed)
-    return allowed

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -13,21 +12,15 @@ import pytest
 
 from realengine.priority import (
     descendants,
-    keep_off,
     lower_session_group,
     process_children,
     process_tree,
-    worker_cores,
 )
 
 # A stand-in for vLLM's process shape: a parent (the API server) whose child (the engine
 # core) has a child of its own (the worker), in a session of their own.
 TREE = """
-import os, subprocess, sys, time
-from pathlib import Path
-if sys.argv[1] == "worker":
-    Path("/proc/self/comm").write_text("VLLM::Worker")
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+import subprocess, sys, time
 if sys.argv[1] in ("api", "core"):
     nxt = {"api": "core", "core": "worker"}[sys.argv[1]]
     subprocess.Popen([sys.executable, "-c", sys.argv[2], nxt, sys.argv[2]])
@@ -77,38 +70,3 @@ def test_the_engine_session_is_lowered_as_a_group_and_this_one_is_not():
 
 def test_no_autogroup_leaves_the_engine_as_started(tmp_path: Path):
     assert lower_session_group(os.getpid(), 5, proc=tmp_path / "absent") is False
-
-
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
-def test_the_worker_cores_are_found_and_a_thread_kept_off_them():
-    api = subprocess.Popen([sys.executable, "-c", TREE, "api", TREE], stdout=subprocess.DEVNULL,
-                           start_new_session=True)  # fmt: skip
-    first = min(os.sched_getaffinity(0))
-    try:
-        deadline = time.monotonic() + 30
-        while worker_cores(api.pid) != {first} and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert worker_cores(api.pid) == {first}
-        assert worker_cores(process_tree(api.pid)[-1]) == set()  # nothing below the worker
-    finally:
-        for pid in reversed(process_tree(api.pid)):
-            os.kill(pid, 9)
-        api.wait()
-    # In a thread of its own, so this process keeps its cores.
-    seen: dict = {}
-
-    def bind() -> None:
-        everything = os.sched_getaffinity(0)
-        seen["nothing left"] = keep_off(everything)
-        seen["kept"] = keep_off({first})
-        seen["now"] = os.sched_getaffinity(0)
-        seen["everything"] = everything
-
-    thread = threading.Thread(target=bind)
-    thread.start()
-    thread.join()
-    assert seen["nothing left"] is None  # never bound to no core at all
-    if len(seen["everything"]) > 1:
-        assert seen["kept"] == seen["now"] == seen["everything"] - {first}
-    else:
-        assert seen["kept"] is None

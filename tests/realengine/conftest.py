@@ -39,7 +39,6 @@ from realengine.calibrate import (
     engine_meter,
     http_sender,
 )
-from realengine.priority import keep_off, worker_cores
 from tests.conftest import require_service
 from tests.support.services import private_redis  # noqa: F401 (fixture: the Celery path)
 
@@ -112,17 +111,7 @@ class Engines:
             self.current = None
             require_service("vLLM server", str(exc))
         record(f"cold_start_s.{self.starts}", round(cold, 1))
-        self._keep_off_worker(server)
         return server
-
-    def _keep_off_worker(self, server: EngineServer) -> None:
-        """This process, and what it starts from now on, off the model worker's cores (see
-        ``realengine.priority.keep_off``); recorded, with whether the group was lowered."""
-        cores = worker_cores(server.process.pid) if server.process is not None else set()
-        kept = keep_off(cores) if cores else None
-        record("machine.placement", {"worker_cores": sorted(cores),
-                                     "test_cores": sorted(kept) if kept else None,
-                                     "engine_group_lowered": server.niceness_applied})  # fmt: skip
 
     def serve_matching(self, accept, default: EngineFlags) -> EngineServer:
         """The running engine when ``accept(its flags)``, else one with ``default``: an
