@@ -44,13 +44,12 @@ class EngineFlags:
     enable_chunked_prefill: bool | None = None
     scheduling_policy: str | None = None  # "priority" to honour request priorities
     kvcache_space_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE
-    # vLLM's --stream-interval: a streamed response carries 16 tokens a chunk. At one a
-    # chunk, the API server's per-token work for a storm's streams (JSON, SSE, HTTP) on a
-    # 2-core machine held requests back before the engine saw them: the client's TTFT
-    # read 3.1 s mean while the engine sat idle between bursts, its gauges reading 0
-    # running / 0 waiting (11 seats, 2.4 requests/s of 300 + 600 tokens). At 16: 0.69 s
-    # client-side, p95 TTFT under 0.1 s engine-side. The engine's ITL and TTFT histograms
-    # still count every token (84,278 ITL observations for 84,420 tokens, 142 requests).
+    # vLLM's --stream-interval: a streamed response carries 16 tokens a chunk, so the API
+    # server does a sixteenth of its per-token work (JSON, SSE, HTTP) for a storm's
+    # streams. Measured on 2 cores (11 seats, 2.4 requests/s of 300 + 600 tokens): client
+    # TTFT 3.1 s mean at one token a chunk, 0.69 s at 16, with engine-side p95 TTFT under
+    # 0.1 s; the rest of that gap was the CPU (realengine.priority). The engine's ITL and
+    # TTFT histograms still count every token (84,278 ITL observations for 84,420 tokens).
     stream_interval: int | None = 16
     extra: tuple[str, ...] = ()
 
