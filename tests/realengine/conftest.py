@@ -111,6 +111,7 @@ class Engines:
             self.current = None
             require_service("vLLM server", str(exc))
         record(f"cold_start_s.{self.starts}", round(cold, 1))
+        record(f"engine_group_lowered.{self.starts}", server.niceness_applied)
         return server
 
     def serve_matching(self, accept, default: EngineFlags) -> EngineServer:
