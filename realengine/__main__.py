@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stream-interval", type=int, default=16,
                        help="tokens per streamed chunk (vLLM's own flag; fewer chunks, less "
                        "front-end CPU)")  # fmt: skip
+    serve.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
+                       help="weights and KV dtype (default: bfloat16 where the CPU computes it "
+                       "in hardware, else float32)")  # fmt: skip
     serve.add_argument("--log", type=Path, help="engine log file (default: a temporary one)")
     cal = sub.add_parser(
         "calibrate", help="measure prefill and decode costs (engine-side, idle engine)"
@@ -60,6 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         scheduling_policy=args.scheduling_policy,
         stream_interval=args.stream_interval,
+        dtype=args.dtype,
     )
     log = args.log or folder / "engine.log"
     server = EngineServer(install, write_tiny_model(folder / "model"), flags, log, args.port)

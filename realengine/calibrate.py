@@ -32,6 +32,7 @@ from loadgen.report import Outcome
 from probes.parsing.engine import engine_signals
 from probes.parsing.exposition import parse_exposition
 from probes.parsing.windowed import bucket_quantile
+from realengine.cpu import DTYPE_BYTES, machine_dtype
 from realengine.model import TINY_LLAMA, kv_bytes_per_token
 from realengine.sizing import EngineCosts
 
@@ -331,7 +332,7 @@ def tiny_budget(
 ) -> dict:
     """Budget constants (``deployments.budget.Budget`` fields) for the tiny model served
     on this engine: its KV capacity in tokens, measured costs, and the scenario's SLOs."""
-    per_token = kv_bytes_per_token(TINY_LLAMA)
+    per_token = kv_bytes_per_token(TINY_LLAMA, DTYPE_BYTES[machine_dtype()])
     return {
         "weights_gb": 0.01,
         "tp_size": 1,

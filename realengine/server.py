@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from realengine.cpu import machine_dtype
 from realengine.install import SERVER_MODULE, Install
 from realengine.priority import ENGINE_NICENESS, lower_session_group
 
@@ -51,6 +52,8 @@ class EngineFlags:
     # 0.1 s; the rest of that gap was the CPU (realengine.priority). The engine's ITL and
     # TTFT histograms still count every token (84,278 ITL observations for 84,420 tokens).
     stream_interval: int | None = 16
+    # None: the dtype this CPU computes in hardware (realengine.cpu).
+    dtype: str | None = None
     extra: tuple[str, ...] = ()
 
     def with_changes(self, **changes) -> EngineFlags:
@@ -59,7 +62,7 @@ class EngineFlags:
     def args(self) -> list[str]:
         out = [
             "--load-format", "dummy", "--skip-tokenizer-init", "--enforce-eager",
-            "--dtype", "bfloat16", "--max-model-len", str(self.max_model_len),
+            "--dtype", self.dtype or machine_dtype(), "--max-model-len", str(self.max_model_len),
         ]  # fmt: skip
         optional = {
             "--num-gpu-blocks-override": self.num_gpu_blocks_override,
