@@ -147,7 +147,7 @@ class CheckResult:
     @property
     def bucket(self) -> str:
         """The quantile's bucket as text ("512 to 1024", "above 8192"), or ""."""
-        return _bucket_text(self.interval) if self.interval is not None else ""
+        return bucket_text(self.interval) if self.interval is not None else ""
 
     @property
     def needs_more(self) -> str:
@@ -845,14 +845,14 @@ def evaluate_check(
                     needs_s=needs,
                 )
             if evidence.interval is not None:
-                reason += f" (bucket {_bucket_text(evidence.interval)})"
+                reason += f" (bucket {bucket_text(evidence.interval)})"
         return CheckResult(**base, outcome=outcome, reason=reason)
     missing = "; ".join(m for m in (confirm_missing, eliminate_missing) if m)
     reason = missing or f"{measured:.4g} is between the thresholds"
     if check.confirm is None and check.eliminate is None:
         reason = f"{measured:.4g}"  # a veto that only holds back: its clearing says the rest
     if not missing and evidence is not None and evidence.interval is not None:
-        reason += f" (bucket {_bucket_text(evidence.interval)})"
+        reason += f" (bucket {bucket_text(evidence.interval)})"
     if check.clears is not None:
         clears_at, clears_missing = threshold_of(check.clears, scope)
         base["clears_threshold"] = clears_at
@@ -878,7 +878,7 @@ def bucket_json(interval: tuple[float, float] | None) -> list[float | None] | No
     return [bound if math.isfinite(bound) else None for bound in interval]
 
 
-def _bucket_text(interval: tuple[float, float]) -> str:
+def bucket_text(interval: tuple[float, float]) -> str:
     lo, hi = interval
     return f"{lo:.4g} to {hi:.4g}" if math.isfinite(hi) else f"above {lo:.4g}"
 
@@ -892,6 +892,22 @@ def _wholly(op: str, interval: tuple[float, float], threshold: float) -> bool:
         "<": hi < threshold,
         "<=": hi <= threshold,
     }[op]
+
+
+NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def bucket_decides(op: str, interval: tuple[float, float], threshold: float) -> bool | None:
+    """Whether a quantile known only to lie in the bucket ``(lo, hi]`` meets ``op
+    threshold``: True when every value of the bucket does, False when none does, None
+    when the bucket straddles the threshold (the interpolated value is a guess there)."""
+    if op not in NEGATED:
+        return None
+    if _wholly(op, interval, threshold):
+        return True
+    if _wholly(NEGATED[op], interval, threshold):
+        return False
+    return None
 
 
 def required_span_s(op: str, threshold: float, min_rate: float | None) -> float:
@@ -916,7 +932,7 @@ def _held_back(
     if evidence.interval is not None and not _wholly(op, evidence.interval, threshold):
         return (
             "bucket",
-            f"the quantile lies in the bucket {_bucket_text(evidence.interval)}, "
+            f"the quantile lies in the bucket {bucket_text(evidence.interval)}, "
             f"on both sides of {threshold:.4g}",
             None,
         )

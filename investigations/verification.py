@@ -24,7 +24,16 @@ from dataclasses import dataclass, replace
 
 from deployments import budget as b
 from investigations.choices import VerificationState
-from investigations.evaluation import Observations, compare, expected_values, reduce, threshold_of
+from investigations.evaluation import (
+    Observations,
+    bucket_decides,
+    bucket_text,
+    compare,
+    expected_values,
+    gather,
+    reduce,
+    threshold_of,
+)
 from investigations.playbook import Criterion, Fix
 
 NOT_ATTRIBUTABLE = "recovered before the fix: not attributable"
@@ -36,8 +45,10 @@ class CriterionResult:
     measured: float | None
     threshold: float | None
     op: str
-    holds: bool | None  # None: no data yet
+    holds: bool | None  # None: no data yet, or a quantile's bucket straddles the threshold
     guard: bool = False
+    interval: tuple[float, float] | None = None  # a quantile's bucket (lower, upper]
+    held: str = ""  # why a measured value decides nothing (the bucket it lies in)
 
 
 @dataclass(frozen=True)
@@ -94,16 +105,31 @@ def verify(
         window = int(
             since if criterion.over == "since-fix" else min(criterion.measure.window_s, since)
         )
-        measured = reduce(replace(criterion.measure, window_s=window), after, now)
+        evidence = gather(replace(criterion.measure, window_s=window), after, now)
+        measured = evidence.value
         threshold, _ = threshold_of(criterion.when, scope)
         holds = (
             None
             if measured is None or threshold is None
             else compare(criterion.when.op, measured, threshold)
         )
+        held = ""
+        if holds is not None and threshold is not None and evidence.interval is not None:
+            # A quantile is known only to its bucket: a threshold inside the bucket is
+            # neither met nor missed, however the interpolation fell.
+            holds = bucket_decides(criterion.when.op, evidence.interval, threshold)
+            if holds is None:
+                held = f"bucket {bucket_text(evidence.interval)} on both sides of {threshold:.4g}"
         results.append(
             CriterionResult(
-                criterion.title, measured, threshold, criterion.when.op, holds, criterion.guard
+                criterion.title,
+                measured,
+                threshold,
+                criterion.when.op,
+                holds,
+                criterion.guard,
+                interval=evidence.interval,
+                held=held,
             )
         )
     gating = [r for r in results if not r.guard]

@@ -227,3 +227,35 @@ def test_kv_pressure_fix_verifies_through_the_probes_and_not_applying_it_fails(t
     else:
         assert result.state == "failing", result.criteria
         assert by_title["No preemption since the fix took effect"].holds is False
+
+
+def _in_bucket(value: float, lo: float, hi: float) -> dict:
+    """p95 TTFT read as ``value``, known only to lie in the bucket ``(lo, hi]``."""
+    obs = _observations(ttft=value)
+    obs[("engine", "ttft_p95_lo")] = _series(lo)
+    obs[("engine", "ttft_p95_hi")] = _series(hi)
+    return obs
+
+
+def test_a_quantile_decides_only_when_its_whole_bucket_is_on_one_side():
+    """The target (0.6 s) sits inside vLLM's (0.5, 0.75] s TTFT bucket: an interpolated
+    0.55 s neither passes nor fails the fix; a bucket wholly under it passes, one wholly
+    over it fails, and a bucket that ends on the target passes (p95 <= target)."""
+    assert ATLAS.ttft_target_ms == 600
+    straddling = verify(FIX, ATLAS, _in_bucket(0.55, 0.5, 0.75), applied_at=APPLIED,
+                        now=APPLIED + 300)  # fmt: skip
+    ttft = straddling.criteria[-1]
+    assert ttft.holds is None and straddling.state == "pending"
+    assert ttft.held == "bucket 0.5 to 0.75 on both sides of 0.6"
+    assert ttft.measured == 0.55 and ttft.interval == (0.5, 0.75)
+    # Over the whole window it never became evidence: the fix is not verified.
+    late = verify(FIX, ATLAS, _in_bucket(0.55, 0.5, 0.75), applied_at=APPLIED,
+                  now=APPLIED + 900)  # fmt: skip
+    assert late.state == "failing" and late.criteria[-1].holds is None
+    under = verify(FIX, ATLAS, _in_bucket(0.45, 0.4, 0.5), applied_at=APPLIED, now=APPLIED + 900)
+    assert under.state == "passing" and under.criteria[-1].holds is True
+    over = verify(FIX, ATLAS, _in_bucket(0.95, 0.75, 1.0), applied_at=APPLIED, now=APPLIED + 300)
+    assert over.state == "failing" and over.criteria[-1].holds is False
+    on_edge = Budget(ttft_target_ms=750)
+    edge = verify(FIX, on_edge, _in_bucket(0.74, 0.5, 0.75), applied_at=APPLIED, now=APPLIED + 900)
+    assert edge.state == "passing" and edge.criteria[-1].held == ""
