@@ -70,6 +70,23 @@ def itl_ceiling_over_tail(tail_ms: float) -> float:
     return ITL_TAIL_MARGIN * tail_ms
 
 
+def decidable_threshold(
+    target: float, bounds: Sequence[float], low: float, high: float
+) -> float | None:
+    """The histogram bucket bound nearest ``target`` (on a log scale) strictly between
+    ``low`` and ``high``, or None when no bound lies there.
+
+    A latency quantile read off an engine's histogram is known only to its bucket: against
+    a threshold inside a bucket (15 ms, in vLLM's 10-25 ms ITL bucket) the verdict is the
+    linear interpolation's guess, and verification cannot decide it (a p99 "of 22 ms"
+    may be 11 ms). On a bound, "p99 <= 25 ms" is exactly "99 % of the observations in
+    the buckets up to 25 ms", which the counts say."""
+    inside = [b for b in bounds if low < b < high and math.isfinite(b) and b > 0]
+    if target <= 0 or not inside:
+        return None
+    return min(inside, key=lambda b: (abs(math.log(b / target)), b))
+
+
 def quantile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile of ``values``, linear between closest ranks (``q`` in [0, 1])."""
     ordered = sorted(values)

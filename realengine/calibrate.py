@@ -150,6 +150,12 @@ def engine_meter(metrics_url: str) -> Meter:
     return read
 
 
+def itl_bounds_ms(meter: Meter) -> tuple[float, ...]:
+    """The engine's own ITL bucket bounds in ms (finite ones): where a ceiling can sit
+    for its p99 to be decided by the counts (``deployments.calibration``)."""
+    return tuple(le * 1000 for le, _ in meter().itl_buckets if math.isfinite(le))
+
+
 def mean_ms(before: Reading, after: Reading, key: str, expect: int) -> float | None:
     """Mean of the ``key`` observations between two readings in ms; None until at least
     ``expect`` new ones are in (the engine books a stream's last tokens as it ends)."""

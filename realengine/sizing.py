@@ -27,9 +27,10 @@ engine, and the same calibration always gives the same plan.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deployments.calibration import itl_ceiling_over_tail
+from deployments.calibration import decidable_threshold, itl_ceiling_over_tail
 from loadgen.plan import LengthMix, PlannedRequest, merge, poisson_plan
 
 
@@ -279,6 +280,7 @@ def prefill_load(
     service_target_s: float = 6.0,
     run_s: float = 40.0,
     tail_floor_ms: float | None = None,
+    itl_bounds_ms: Sequence[float] = (),
 ) -> PrefillIncident:
     """Incident 2, sized from the calibration:
 
@@ -294,7 +296,8 @@ def prefill_load(
       unchunked step does not, whatever the machine's speed; and at least 1.5x
       ``tail_floor_ms``, the engine's p99 ITL with a batch decoding and no prefill at all
       (calibration): a ceiling under that is about the machine, not about prefill (one
-      run put it at 42 ms with the machine's own tail at 46 ms).
+      run put it at 42 ms with the machine's own tail at 46 ms); on a bound of the
+      engine's ITL histogram (``itl_bounds_ms``) where one lies in the middle third.
     """
     prompt = (32, 64)
     output = output_for_service(costs, prompt, decode_streams, service_s=service_target_s,
@@ -317,9 +320,17 @@ def prefill_load(
     with_chunk = step + costs.prefill_ms_per_token * intended_chunk
     with_prompt = step + prompt_ms
     ceiling = math.sqrt(with_chunk * with_prompt)
-    if tail_floor_ms is not None:
-        ceiling = max(ceiling, itl_ceiling_over_tail(tail_floor_ms))
-        if ceiling >= with_prompt:
-            raise SizingError(f"the machine's ITL tail ({tail_floor_ms:.0f} ms) hides a "
-                              f"{with_prompt:.0f} ms prefill step")  # fmt: skip
+    floor = itl_ceiling_over_tail(tail_floor_ms) if tail_floor_ms is not None else 0.0
+    # On a bound of the engine's ITL buckets within the middle third (log scale) of the
+    # two steps: the p99 against it is then decided by bucket counts, not interpolated
+    # (decidable_threshold). A step carrying one chunk of 7.5 ms and one carrying a whole
+    # prompt of 40 ms put the geometric middle at 17 ms, inside vLLM's 10-25 ms bucket,
+    # where fixed engines "read" 21-25 ms; 25 ms is a bound the counts decide.
+    third = (with_prompt / with_chunk) ** (1 / 3)
+    snapped = decidable_threshold(ceiling, itl_bounds_ms, max(with_chunk * third, floor),
+                                  with_prompt / third)  # fmt: skip
+    ceiling = snapped if snapped is not None else max(ceiling, floor)
+    if ceiling >= with_prompt:
+        raise SizingError(f"the machine's ITL tail ({tail_floor_ms or 0:.0f} ms) hides a "
+                          f"{with_prompt:.0f} ms prefill step")  # fmt: skip
     return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt)

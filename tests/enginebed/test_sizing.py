@@ -208,3 +208,38 @@ def test_prefill_ceiling_stays_above_the_machines_own_tail():
     assert raised.itl_ceiling_ms == pytest.approx(60)
     with pytest.raises(SizingError):  # a tail that hides the whole-prompt step
         prefill_load(machine, tail_floor_ms=80)
+
+
+VLLM_ITL_BOUNDS_MS = (10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 750, 1000, 2500)
+
+
+@pytest.mark.parametrize("slowdown", [0.5, 1.0, 4.0])
+def test_prefill_ceiling_sits_on_a_bucket_bound_the_histogram_can_decide(slowdown):
+    """With vLLM's ITL bounds the ceiling is one of them, inside the middle third (log
+    scale) of a chunk step and a whole-prompt step, at any machine speed."""
+    machine = EngineCosts(0.05 * slowdown, 15 * slowdown, 0.5 * slowdown, kv_tokens=12288,
+                          block_size=128, max_model_len=2048)  # fmt: skip
+    incident = prefill_load(machine, itl_bounds_ms=VLLM_ITL_BOUNDS_MS)
+    chunk, prompt = incident.step_with_chunk_ms, incident.step_with_prompt_ms
+    third = (prompt / chunk) ** (1 / 3)
+    assert incident.itl_ceiling_ms in VLLM_ITL_BOUNDS_MS
+    assert chunk * third < incident.itl_ceiling_ms < prompt / third
+
+
+def test_decidable_threshold_is_the_nearest_bound_in_range_or_none():
+    from deployments.calibration import decidable_threshold
+
+    # The 2026-12-03 machine: a chunk step of 7.5 ms, a whole prompt of 40 ms.
+    assert decidable_threshold(17.3, VLLM_ITL_BOUNDS_MS, 10.5, 28.6) == 25
+    assert decidable_threshold(88.6, VLLM_ITL_BOUNDS_MS, 65, 121) == 100
+    assert decidable_threshold(60, VLLM_ITL_BOUNDS_MS, 51, 74) is None  # no bound inside
+    assert decidable_threshold(10, (float("inf"), float("nan"), -5, 0), 0, 1e9) is None
+    assert decidable_threshold(0, VLLM_ITL_BOUNDS_MS, 0, 1e9) is None
+    # Equally far on a log scale: the lower bound (the stricter ceiling).
+    assert decidable_threshold(50, (25, 100), 0, 1e9) == 25
+
+
+def test_without_a_bound_in_range_the_ceiling_stays_geometric():
+    machine = EngineCosts(0.05, 15, 0.5, kv_tokens=12288, block_size=128, max_model_len=2048)
+    plain = prefill_load(machine)
+    assert prefill_load(machine, itl_bounds_ms=(1, 10_000)).itl_ceiling_ms == plain.itl_ceiling_ms
