@@ -128,6 +128,7 @@ def verification_facts(result: VerificationResult | None) -> dict[str, Any] | No
                 "threshold": _finite(c.threshold),
                 "holds": c.holds,
                 "guard": c.guard,
+                "held": c.held,
             }
             for c in result.criteria
         ],

@@ -304,7 +304,10 @@ def _fix(add, doc) -> None:
         add("| Criterion | Measured | Threshold | Holds |")
         add("|---|---:|---:|---|")
         for c in v["criteria"]:
-            holds = "no data" if c["holds"] is None else ("yes" if c["holds"] else "no")
+            holds = "yes" if c["holds"] else "no"
+            if c["holds"] is None:
+                held = c.get("held", "")
+                holds = f"undecided: {inline(held)}" if held else "no data"
             guard = " (guard)" if c["guard"] else ""
             add(f"| {inline(c['title'])} | {num(c['measured'])} | {c['op']} {num(c['threshold'])} "
                 f"| {holds}{guard} |")  # fmt: skip

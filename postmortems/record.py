@@ -560,6 +560,8 @@ def verification_section(data: RecordInput) -> dict | None:
                 "threshold": c["threshold"],
                 "holds": c["holds"],
                 "guard": c["guard"],
+                # Facts frozen before a bucket could leave a criterion undecided have none.
+                "held": c.get("held", ""),
             }
             for c in result["criteria"]
         ],

@@ -54,3 +54,19 @@ def test_typed_text_is_escaped(typed, expected):
 def test_a_code_block_cannot_be_closed_from_inside():
     block = markdown.code_block("a\n```\n# injected", "yaml")
     assert block.startswith("````yaml\n") and block.endswith("\n````")
+
+
+def test_an_undecided_criterion_says_why_and_an_unseen_one_says_no_data(incident):
+    """A quantile whose bucket straddles its threshold is 'undecided', with the bucket;
+    'no data' stays for a criterion nothing was measured for (and for facts frozen before
+    the bucket rule, which carry no reason)."""
+    doc = load_document(incident)
+    rows = doc["verification"]["criteria"]
+    assert rows
+    straddling = {**rows[0], "holds": None, "held": "bucket 0.5 to 0.75 on both sides of 0.6"}
+    unseen = {**rows[0], "holds": None}
+    unseen.pop("held", None)
+    doc["verification"]["criteria"] = [straddling, unseen]
+    md = render_markdown(doc)
+    assert "| undecided: bucket 0.5 to 0.75 on both sides of 0.6 |" in md
+    assert "| no data |" in md
