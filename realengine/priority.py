@@ -27,7 +27,12 @@ engine lost no throughput).
 Lowering the threads instead (the engine core's, or the worker's) was tried and dropped:
 niceness only ranks threads within their group, so it did not keep the observers fed at a
 storm. None of this moved the prefill incident's fixed p99 ITL (21.5-24.9 ms with the group
-lowered, 24.3 ms with it at 0, 24.8 ms without the stream interval; see .ci/run).
+lowered, 24.3 ms with it at 0, 24.8 ms without the stream interval): that was a ceiling
+inside one ITL bucket (realengine/sizing.py, prefill_load).
+
+Whoever shares the machine with a measured engine must not lower its own session below the
+engine's: a session set to niceness 19 mid-run (for a background job) starved its own load
+generator and poller behind the engine at 10, and healthy traffic read a p95 TTFT of 3.8 s.
 """
 
 from __future__ import annotations
