@@ -180,3 +180,64 @@ def test_the_map_keeps_the_callers_deadline(tmp_path):
         pass
     with mapped(path) as view:
         assert len(view) == 3 * MiB
+
+
+# --- guard-removal mutants (.ci/guard-mutants): each limit reaches the place it is enforced ----
+
+
+class _ExpiresAfter(Deadline):
+    """A deadline that passes its first ``n`` checks and fails every later one: where a
+    loop polls the clock is counted, not timed."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(3600.0)
+        self.left = n
+
+    def check(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ArtifactRejected(f"analysis exceeded its time limit of {self.seconds:g} s")
+
+
+def test_the_deadline_is_checked_between_decompression_steps():
+    """A 64 MiB bomb is one compressed chunk, so the raw reader looks at the clock once:
+    the decompressor must look at it after every expanded MiB, or one small file expands
+    for as long as it likes."""
+    bomb = _bomb(64 * MiB)
+    assert len(bomb) < MiB  # a single raw chunk
+    seen = 0
+    with pytest.raises(ArtifactRejected, match="time limit"):
+        for chunk in stream(io.BytesIO(bomb), deadline=_ExpiresAfter(3)):
+            seen += len(chunk)
+    # One check for the raw chunk, one per decompression step: two steps got through.
+    assert seen == 2 * MiB
+
+
+def test_a_path_is_read_under_the_callers_limits_and_deadline(tmp_path):
+    """The upload task passes a path: the size cap and deadline it gives hold for a path
+    as for a file object."""
+    path = tmp_path / "artifact.bin"
+    path.write_bytes(b"x" * (MiB + 1))
+    for source in (path, str(path)):
+        with pytest.raises(ArtifactRejected) as caught:
+            read_all(source, Limits(max_file_bytes=MiB))
+        assert caught.value.reason == "file is larger than the 1 MiB limit"
+        with pytest.raises(ArtifactRejected) as caught:
+            read_all(source, deadline=Deadline(-1.0))
+        assert caught.value.reason == "analysis exceeded its time limit of -1 s"
+    assert len(read_all(path)) == MiB + 1
+
+
+def test_the_map_applies_the_callers_limits(tmp_path):
+    """``mapped`` (what the pickle loader reads through) fills its map under the caller's
+    expansion cap, and without a deadline under the caller's ``deadline_s``."""
+    path = tmp_path / "snapshot.pickle.gz"
+    path.write_bytes(gzip.compress(b"y" * (2 * MiB)))
+    with pytest.raises(ArtifactRejected) as caught, mapped(path, Limits(max_expanded_bytes=MiB)):
+        pass
+    assert caught.value.reason == "gzip data expands past the 1 MiB limit (a decompression bomb?)"
+    with pytest.raises(ArtifactRejected) as caught, mapped(path, Limits(deadline_s=-1.0)):
+        pass
+    assert caught.value.reason == "analysis exceeded its time limit of -1 s"
+    with mapped(path, Limits(max_expanded_bytes=2 * MiB)) as view:
+        assert len(view) == 2 * MiB

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from artifacts import safepickle
-from artifacts.bounded import DEFAULT_LIMITS, Deadline, mapped
+from artifacts.bounded import DEFAULT_LIMITS, Deadline, Limits, mapped
 from artifacts.errors import ArtifactRejected
 
 DEFAULT = safepickle.DEFAULT_PICKLE_LIMITS
+MiB = 1 << 20
 
 
 def _expired() -> Deadline:
@@ -92,6 +93,17 @@ def test_integers_are_bounded_at_32_bytes_by_default():
     inside = pickle.dumps([1, 2, 2**256], protocol=4)
     with pytest.raises(ArtifactRejected, match="pickle integer"):
         safepickle.loads(inside)
+
+
+def test_integers_inside_tuples_are_bounded_too():
+    """The token grammar reads a tuple's items with a pattern of their own (a pair or triple
+    of scalars, or MARK ... TUPLE): an integer of 33 bytes there leaves the fast path as it
+    does anywhere else, and is refused."""
+    for value in ([(1, 2**256)], [(1, 2, 2**256)], [(1, 2, 3, 2**256)]):
+        data = pickle.dumps(value, protocol=4)
+        assert not safepickle._fast_scan(data, DEFAULT, Deadline(60)), value
+        assert "pickle integer at byte" in _rejection(data)
+    assert safepickle.loads(pickle.dumps([(1, 2**255 - 1)], protocol=4)) == [(1, 2**255 - 1)]
 
 
 # --- the second layer: find_class and persistent_load ----------------------------------------
@@ -544,3 +556,242 @@ def test_a_fixed_size_argument_cut_short_by_the_end_of_the_file_is_a_truncation(
         f"truncated or corrupt pickle after byte 23: not enough data in stream to read {what}"
     )
     assert _scan_refusal(data) == expected
+
+
+# --- guard-removal mutants (.ci/guard-mutants) --------------------------------------------------
+#
+# One hand-made mutant per limit and refusal of the loader (.ci/guard_mutants.py); the tests
+# below are the ones the first run showed missing. Each feeds the input the guard exists to
+# stop through the path where that guard is the only one that stops it.
+
+
+class _ExpiresAfter(Deadline):
+    """A deadline that passes its first ``n`` checks and fails every later one: where a pass
+    looks at the clock is counted, not timed."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(3600.0)
+        self.left = n
+
+    def check(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ArtifactRejected(f"analysis exceeded its time limit of {self.seconds:g} s")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"K\x02.",  # no PROTO: a BININT1 whose argument looks like a protocol
+        b"\x80\x01N.",  # protocol 1
+        b"\x80\x04N.N",  # a byte after STOP (the C unpickler stops reading at STOP)
+    ],
+)
+def test_loads_checks_the_envelope_as_the_scan_does(data):
+    """The C unpickler loads each of these: the fast path must not prove them, so ``loads``
+    refuses them for the reference's reason."""
+    assert not safepickle._fast_scan(data, DEFAULT, Deadline(60))
+    assert _rejection(data) == _scan_refusal(data)
+
+
+def test_the_opcode_budget_holds_on_the_fast_path():
+    """The token grammar counts no opcodes: it may prove only a file with no more bytes than
+    ``max_opcodes`` (each opcode is at least one byte)."""
+    data = b"\x80\x04](" + b"N" * 65_531 + b"e."  # 65,536 opcodes, each in the grammar
+    assert safepickle._fast_scan(data, DEFAULT, Deadline(60))
+    assert len(safepickle.loads(data, safepickle.PickleLimits(max_opcodes=65_536))) == 65_531
+    limits = safepickle.PickleLimits(max_opcodes=65_535)
+    assert _rejection_with(data, limits) == "pickle has more than 65,535 opcodes"
+
+
+def test_the_fast_path_checks_the_deadline_every_mib():
+    """The grammar runs in C a MiB at a time and looks at the clock between MiBs."""
+    data = b"\x80\x04](" + b"N" * (2 * MiB) + b"e."
+    deadline = _CountingDeadline()
+    assert safepickle._fast_scan(data, DEFAULT, deadline)
+    assert deadline.checks == 2  # after the first and the second MiB; the rest ends at STOP
+    with pytest.raises(ArtifactRejected, match="time limit"):
+        safepickle._fast_scan(data, DEFAULT, _expired())
+
+
+def test_the_level_walk_checks_the_deadline_at_every_level():
+    value = [[[1]], [[2]]]  # three levels of containers
+    deadline = _CountingDeadline()
+    assert safepickle._fast_structure(value, DEFAULT, deadline) == 5
+    assert deadline.checks == 2  # levels two and three
+    with pytest.raises(ArtifactRejected, match="time limit"):
+        safepickle._fast_structure(value, DEFAULT, _expired())
+
+
+def test_an_expired_deadline_stops_before_the_unpickler_runs(monkeypatch):
+    """The C unpickler cannot be interrupted: an analysis whose time is spent never starts
+    it (a small pickle takes the fast path, which looks at the clock only once a MiB)."""
+    started: list[bytes] = []
+
+    class _Recording(safepickle._DataOnlyUnpickler):
+        def load(self):
+            started.append(b"load")
+            return super().load()
+
+    monkeypatch.setattr(safepickle, "_DataOnlyUnpickler", _Recording)
+    data = pickle.dumps({"a": [1, 2]}, protocol=4)
+    assert safepickle.loads(data) == {"a": [1, 2]}
+    assert started == [b"load"]
+    started.clear()
+    with pytest.raises(ArtifactRejected, match="time limit"):
+        safepickle.loads(data, deadline=_expired())
+    assert started == []
+
+
+def test_the_deadline_is_checked_again_after_the_unpickler():
+    """One look before the C unpickler, one after it, before the result is used or walked."""
+    data = pickle.dumps(7, protocol=4)
+    for walk in (False, True):
+        assert safepickle.loads(data, deadline=_ExpiresAfter(2), walk=walk) == 7
+        with pytest.raises(ArtifactRejected, match="time limit"):
+            safepickle.loads(data, deadline=_ExpiresAfter(1), walk=walk)
+
+
+def test_running_out_of_memory_while_loading_is_a_rejection(monkeypatch):
+    """A pickle the pre-scan admits can still need more memory (or C stack) than the worker
+    has: the C unpickler raises MemoryError or RecursionError, and the upload is refused
+    with a reason instead of failing the analysis with a traceback. (Stubbed: a real
+    MemoryError needs a process memory limit.)"""
+    data = pickle.dumps([1, 2], protocol=4)
+    for error in (MemoryError, RecursionError):
+
+        class _Exhausted(safepickle._DataOnlyUnpickler):
+            def load(self, error=error):
+                raise error
+
+        monkeypatch.setattr(safepickle, "_DataOnlyUnpickler", _Exhausted)
+        assert _rejection(data) == f"pickle too large to load: {error.__name__}"
+
+
+def _chain(levels: int) -> tuple[list, list]:
+    """(outermost, innermost) of ``levels`` lists, each holding the next."""
+    top = bottom = []
+    for _ in range(levels - 1):
+        bottom.append([])
+        bottom = bottom[0]
+    return top, bottom
+
+
+def test_a_shared_container_reached_by_a_longer_path_is_too_deep():
+    """The reference walk visits a shared container once, by the first path it meets: here a
+    short one. The level walk sees every path, so the same 11 levels below the end of a
+    61-level chain (73 levels in all) are too deep; the pre-scan cannot see it either (the
+    memo hands the shared list over at the depth it had when it was stored)."""
+    shared, _ = _chain(11)
+    deep, bottom = _chain(61)
+    bottom.append(shared)
+    value = [shared, deep]
+    data = pickle.dumps(value, protocol=4)
+    assert safepickle.prescan(data, DEFAULT, Deadline(60))
+    assert safepickle.check_structure(value, DEFAULT, Deadline(60)) == 73
+    assert _rejection(data) == "pickle data nests deeper than 64 levels"
+
+
+def _memo_chain(levels: int, prefix: bytes = b"") -> bytes:
+    """A sink list holding ``prefix``'s item (if any), then ``levels`` lists each appended
+    into the one before and into the sink: the pre-scan's stack stays flat (the memo hands
+    each list over at the depth it had when stored), the data is ``levels`` deep."""
+    parts = [b"\x80\x04]\x94", prefix, b"]\x94a"]  # memo 0: the sink; memo 1: level 0
+    for i in range(1, levels):
+        parts += [b"j" + i.to_bytes(4, "little"), b"]\x94a", b"a"]
+    return b"".join([*parts, b"."])
+
+
+def test_depth_is_checked_when_the_level_walk_leaves_the_result_to_the_reference():
+    """Tuple keys count as containers to the level walk and not to the reference: 300 of
+    them put the level walk over a budget of 200 at level three, before it sees how deep
+    the 100-level chain goes, and the reference walk (102 containers, within budget) is
+    then the only one left to refuse the depth."""
+    keys = b"".join(b"M" + i.to_bytes(2, "little") + b"K\x00\x86N" for i in range(300))
+    data = _memo_chain(100, prefix=b"}(" + keys + b"ua")
+    limits = safepickle.PickleLimits(max_containers=200)
+    assert safepickle._fast_scan(data, limits, Deadline(60))
+    assert safepickle.prescan(data, limits, Deadline(60))
+    value = pickle.loads(data)  # noqa: S301 - our own bytes, to show what the walks see
+    assert safepickle._fast_structure(value, limits, Deadline(60)) is None
+    assert _rejection_with(data, limits) == "pickle data nests deeper than 64 levels"
+
+
+def test_loads_and_load_without_a_deadline_run_under_the_default_one(tmp_path, monkeypatch):
+    data = pickle.dumps([1], protocol=4)
+    path = tmp_path / "small.pickle"
+    path.write_bytes(data)
+    with pytest.raises(ArtifactRejected, match="time limit of -1 s"):
+        safepickle.load(path, Limits(deadline_s=-1.0))
+    monkeypatch.setattr(safepickle, "DEFAULT_LIMITS", Limits(deadline_s=-1.0))
+    with pytest.raises(ArtifactRejected, match="time limit of -1 s"):
+        safepickle.loads(data)
+
+
+def test_load_hands_its_limits_and_deadline_to_each_pass(tmp_path):
+    """``load`` reads the file under the caller's size caps, scans under the caller's pickle
+    limits, and both spend from one deadline."""
+    nested = tmp_path / "nested.pickle"
+    nested.write_bytes(pickle.dumps([[1]], protocol=4))
+    assert safepickle.load(nested) == [[1]]
+    reason = _load_refusal(nested, pickle_limits=safepickle.PickleLimits(max_depth=1))
+    assert reason.startswith("pickle data nests deeper than 1 levels")
+    # Reading the file looks at the clock once; the loader's first look is the second.
+    assert _load_refusal(nested, deadline=_ExpiresAfter(1)) == (
+        "analysis exceeded its time limit of 3600 s"
+    )
+    large = tmp_path / "large.pickle"
+    large.write_bytes(pickle.dumps(bytes(2 * MiB), protocol=4))
+    assert _load_refusal(large, Limits(max_file_bytes=MiB)) == "file is larger than the 1 MiB limit"
+    assert len(safepickle.load(large)) == 2 * MiB
+
+
+def _load_refusal(source: Path, *args, **kwargs) -> str:
+    with pytest.raises(ArtifactRejected) as caught:
+        safepickle.load(source, *args, **kwargs)
+    return caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        b"\x8c\xc8" + b"a" * 200,  # SHORT_BINUNICODE
+        b"C\xc8" + b"a" * 200,  # SHORT_BINBYTES
+        b"\x8a\x20" + b"\x01" * 32,  # LONG1
+        b"\x8b\x20\x00\x00\x00" + b"\x01" * 32,  # LONG4
+    ],
+)
+def test_after_a_long_argument_the_fast_loop_never_reads_past_the_end(item):
+    """The fast loop sizes a run by nine bytes an opcode; an argument longer than that eats
+    the margin, so the run is cut after it. Otherwise a LONG_BINGET cut short by the end of
+    the file is read past it (struct.error, not a rejection)."""
+    data = b"\x80\x04](" + item + b"j\x00\x00"
+    assert _scan_refusal(data) == (
+        "truncated or corrupt pickle after byte 4: not enough data in stream to read uint4"
+    )
+
+
+def test_a_negative_long4_length_is_corrupt_wherever_it_is():
+    """A LONG4 of length -1 would move the fast loop backwards; both paths call it corrupt."""
+    for prefix in (b"", b"](" + b"N" * 10):
+        data = b"\x80\x04" + prefix + b"\x8b\xff\xff\xff\xff" + b"\x00" * 10 + b"."
+        at = 1 + len(prefix) if prefix else 0  # the opcode before it: the last N, or PROTO
+        assert _scan_refusal(data) == (
+            f"truncated or corrupt pickle after byte {at}: long4 byte count < 0: -1"
+        )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"}K\x01\x85\x85Ns",  # {((1,),): None}: TUPLE1 of a tuple
+        b"}(K\x01\x85tNs",  # the same through MARK ... TUPLE
+        b"}N\x85\x85\x85Ns",  # three levels
+    ],
+)
+def test_nested_tuple_keys_never_reach_the_unpickler(body):
+    """The grammar admits a tuple opcode only right after the scalars it pops, so no key the
+    C unpickler hashes nests a tuple (a memo DAG of them hashes in exponential time)."""
+    data = b"\x80\x04" + body + b"."
+    assert not safepickle._fast_scan(data, DEFAULT, Deadline(60))
+    assert "nests containers" in _rejection(data)

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import re
+import threading
 
 import pytest
 
+from probes import net
 from probes.net import (
     METADATA_NAMES,
     FetchPolicy,
     ProbeError,
     afetch,
+    apost,
     check_address,
     check_registered_url,
     guarded_async_client,
     literal_address,
     parse_networks,
+    post,
     resolve_checked,
+    validate_url,
 )
 from tests.support.hostile import _Handler, guarded_fetch, hostile_server
 
@@ -307,7 +313,22 @@ def test_a_probe_error_reads_as_kind_then_message():
 
 # Refused by name, before any DNS answer is asked for (issue 19.14: the runner of the
 # mutation run is this file, and removing a name or inverting the check left it green).
-@pytest.mark.parametrize("name", sorted(METADATA_NAMES))
+# Written out, not read from METADATA_NAMES: a name dropped from the set must fail here.
+WELL_KNOWN_METADATA_NAMES = [
+    "instance-data",
+    "instance-data.ec2.internal",
+    "metadata",
+    "metadata.azure.com",
+    "metadata.goog",
+    "metadata.google.internal",
+]
+
+
+def test_the_metadata_names_are_the_well_known_ones():
+    assert sorted(METADATA_NAMES) == WELL_KNOWN_METADATA_NAMES
+
+
+@pytest.mark.parametrize("name", WELL_KNOWN_METADATA_NAMES)
 @pytest.mark.parametrize("spelling", [str, str.upper, lambda n: n + "."])
 def test_every_metadata_name_is_refused_by_name_at_registration_and_at_connection(name, spelling):
     asked: list[str] = []
@@ -524,7 +545,141 @@ def test_a_redirect_without_location_and_a_url_without_host_are_permanent_faults
 
     with hostile_server(_Hops) as base:
         error = _error(f"{base}/nowhere")
-    assert (error.kind, error.transient) == ("redirect", False)
+    assert (error.kind, error.message, error.transient) == (
+        "redirect",
+        "HTTP 302 without Location",
+        False,
+    )
     with pytest.raises(ProbeError) as caught:
         validate_url("http:///metrics")
     assert (caught.value.kind, caught.value.transient) == ("bad-url", False)
+
+
+# --- guard-removal mutants (.ci/guard-mutants) ---------------------------------------------------
+#
+# One hand-made mutant per limit and refusal of the guard (.ci/guard_mutants.py); the tests
+# below are the ones its first run showed missing.
+
+
+@pytest.mark.parametrize(
+    "address", ["224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255"]
+)
+def test_multicast_reserved_and_broadcast_addresses_are_never_targets(address):
+    """Not a single host: refused whatever the allow-list says, before anything is sent."""
+    with pytest.raises(ProbeError) as caught:
+        check_address(address, EVERYWHERE)
+    assert (
+        caught.value.message
+        == f"{address} is link-local, metadata or otherwise never a probe target"
+    )
+    assert _error(f"http://{address}/", EVERYWHERE).kind == "blocked-address"
+
+
+def test_by_default_only_loopback_is_allowed():
+    """ATLAS_PROBE_ALLOWED_NETWORKS unset: 127.0.0.0/8 and ::1, nothing else."""
+    for address in ("127.0.0.1", "127.9.9.9", "::1"):
+        assert str(check_address(address, FetchPolicy())) == address
+    for address in (
+        "10.0.0.1",
+        "192.168.1.1",
+        "8.8.8.8",
+        "2001:db8::1",
+        "fd12::1",
+        "2001:4860::8888",
+    ):
+        with pytest.raises(ProbeError, match="is outside the allowed networks"):
+            check_address(address, FetchPolicy())
+
+
+def test_an_unparsable_url_is_a_bad_url():
+    for url in ("http://[::1/metrics", "http://a\x00b/metrics"):
+        with pytest.raises(ProbeError) as caught:
+            validate_url(url)
+        assert caught.value.kind == "bad-url" and not caught.value.transient
+        assert caught.value.message.startswith("not a URL: ")
+
+
+def test_the_pool_runs_under_the_policys_timeouts():
+    """The connect and per-read timeouts of a target's policy are the ones its connections
+    use (the default pool's are generous)."""
+    client = guarded_async_client(FetchPolicy(connect_timeout=1.5, read_timeout=2.5))
+    assert (client.pool.connect_timeout, client.pool.read_timeout) == (1.5, 2.5)
+
+
+def test_a_silent_target_ends_at_the_read_timeout(server):
+    """A target that accepts and says nothing is given up after the per-read timeout, long
+    before the overall deadline."""
+    policy = dataclasses.replace(LOOPBACK, read_timeout=0.3, total_timeout=20)
+    error = _error(server + "/hang", policy)
+    assert (error.kind, error.message, error.transient) == ("timeout", "no answer in time", True)
+
+
+def test_a_posts_answer_is_cut_off_at_the_cap(server):
+    """A webhook that answers a POST with 50 MB is read to the cap, no further."""
+    with pytest.raises(ProbeError) as caught:
+        post(server + "/huge", b"{}", SIZE_ONLY)
+    assert caught.value.kind == "too-large" and not caught.value.transient
+
+
+@pytest.mark.parametrize("method", ["fetch", "post"])
+def test_a_slow_resolver_is_bounded_by_the_overall_deadline(server, method):
+    """Resolving a name happens before the exchange and outside the pool's own deadline:
+    only the overall timeout bounds a DNS answer that never comes."""
+    release = threading.Event()
+    asked: list[str] = []
+
+    def hanging(host: str, port: int) -> list[str]:
+        asked.append(host)
+        release.wait(10)  # released as soon as the fetch gave up
+        return ["127.0.0.1"]
+
+    policy = dataclasses.replace(LOOPBACK, resolver=hanging, total_timeout=0.5)
+    url = f"http://slow-dns.example:{server.rsplit(':', 1)[1]}/ok"
+
+    async def once():
+        async with guarded_async_client(policy) as client:
+            if method == "fetch":
+                return await afetch(client, url, policy)
+            return await apost(client, url, b"{}", policy)
+
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(ProbeError) as caught:
+            loop.run_until_complete(once())
+    finally:
+        release.set()
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+    error = caught.value
+    assert (error.kind, error.message) == ("timeout", "no complete answer within 0.5 s")
+    assert asked == ["slow-dns.example"]
+
+
+class _Dribble(_Handler):
+    """Ten bytes, one every 0.3 s: each read well within any read timeout."""
+
+    def do_dribble(self, path: str) -> None:
+        self._head("200 OK", {"Content-Type": "text/plain"}, 10)
+        for _ in range(10):
+            if self.server.stop.wait(0.3):
+                return
+            self.wfile.write(b"x")
+            self.wfile.flush()
+
+
+@pytest.mark.parametrize("method", ["fetch", "post"])
+def test_the_exchange_stops_at_the_deadline_without_the_outer_timeout(method, monkeypatch):
+    """The fetch's deadline goes down to the read loop, which checks it against the clock
+    itself: on Python 3.11 a cancellation landing while a read completes was swallowed, so
+    the outer ``asyncio.timeout`` alone never ended a busy exchange (issue 19.1). With the
+    outer timeout out of action, a target that sends a byte every 0.3 s still ends at the 1 s
+    deadline, not when it finishes after 3 s (or at the pool's fallback, connect plus eight
+    read timeouts)."""
+    monkeypatch.setattr(net.asyncio, "timeout", lambda delay: contextlib.nullcontext())
+    policy = dataclasses.replace(LOOPBACK, connect_timeout=1, read_timeout=2, total_timeout=1)
+    with hostile_server(_Dribble) as base, pytest.raises(ProbeError) as caught:
+        if method == "fetch":
+            _fetch(base + "/dribble", policy)
+        else:
+            post(base + "/dribble", b"{}", policy)
+    assert caught.value.kind == "timeout" and caught.value.transient
