@@ -7,7 +7,9 @@ since then, so a confirming signal that returns even once keeps the fix from pas
 (load that merely dropped does not verify a fix that was never applied). Verification
 passes only when every criterion holds and the verification window has elapsed; until then it is
 pending, and a criterion with no data keeps it pending rather than passing it, until the
-whole window has passed without that evidence: then it fails.
+whole window has passed without that evidence: then it fails. A quantile read off a
+histogram is known only to its bucket: a criterion whose threshold lies inside that bucket
+is undecided (``held`` names the bucket), like a criterion without data.
 
 A fix is credited only with a recovery it could have caused: when the alarm's own
 measurement, over its own window up to the moment the fix was applied, was already under
@@ -31,7 +33,6 @@ from investigations.evaluation import (
     compare,
     expected_values,
     gather,
-    reduce,
     threshold_of,
 )
 from investigations.playbook import Criterion, Fix
@@ -163,15 +164,23 @@ def alarm_at_fix(
         **{f"budget.{n}": float(getattr(budget, n)) for n in b.Budget.__dataclass_fields__},
         **expected_values(budget, before, applied_at),
     }
-    measured = reduce(alarm.measure, before, applied_at)
+    evidence = gather(alarm.measure, before, applied_at)
+    measured = evidence.value
     threshold, _ = threshold_of(alarm.when, scope)
     holds = (
         None
         if measured is None or threshold is None
         else compare(alarm.when.op, measured, threshold)
     )
+    held = ""
+    if holds is not None and threshold is not None and evidence.interval is not None:
+        # "Recovered before the fix" is a claim too: not on an interpolated guess.
+        holds = bucket_decides(alarm.when.op, evidence.interval, threshold)
+        if holds is None:
+            held = f"bucket {bucket_text(evidence.interval)} on both sides of {threshold:.4g}"
     title = alarm.title or "The alarm when the fix was applied"
-    return CriterionResult(title, measured, threshold, alarm.when.op, holds)
+    return CriterionResult(title, measured, threshold, alarm.when.op, holds,
+                           interval=evidence.interval, held=held)  # fmt: skip
 
 
 def verification_signals(

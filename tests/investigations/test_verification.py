@@ -285,3 +285,17 @@ def test_the_page_says_undecided_with_the_bucket_and_no_data_only_without_a_valu
     })  # fmt: skip
     rows = html[html.index("Verification of") :].split("</table>")[0]
     assert "no data yet" in rows and "undecided" not in rows
+
+
+def test_recovered_before_the_fix_is_not_claimed_on_a_straddled_bucket():
+    """Before the fix the alarm's p95 lay in (0.5, 0.75] s against a 0.6 s target: whether
+    it had already recovered is unknown, so nothing is claimed either way."""
+    obs = _observations()
+    obs[("engine", "ttft_p95")] = [("", [(APPLIED - 60, 0.55)] + obs[("engine", "ttft_p95")][0][1])]
+    # After the fix: 0.4 s, in (0.25, 0.5], wholly under the target.
+    after = [t for t, _ in obs[("engine", "ttft_p95")][0][1][1:]]
+    obs[("engine", "ttft_p95_lo")] = [("", [(APPLIED - 60, 0.5)] + [(t, 0.25) for t in after])]
+    obs[("engine", "ttft_p95_hi")] = [("", [(APPLIED - 60, 0.75)] + [(t, 0.5) for t in after])]
+    result = verify(FIX, ATLAS, obs, applied_at=APPLIED, now=APPLIED + 900, alarm=ALARM)
+    assert result.at_fix.holds is None and "0.5 to 0.75" in result.at_fix.held
+    assert result.state == "passing" and not result.recovered_before_fix
