@@ -11,6 +11,7 @@ import pytest
 from artifacts.bounded import Deadline, Limits, mapped, read_all, stream
 from artifacts.errors import ArtifactRejected
 from artifacts.kinds import sniff
+from tests.support.deadlines import ExpiresAfter
 
 MiB = 1 << 20
 
@@ -185,20 +186,6 @@ def test_the_map_keeps_the_callers_deadline(tmp_path):
 # --- guard-removal mutants (.ci/guard-mutants): each limit reaches the place it is enforced ----
 
 
-class _ExpiresAfter(Deadline):
-    """A deadline that passes its first ``n`` checks and fails every later one: where a
-    loop polls the clock is counted, not timed."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(3600.0)
-        self.left = n
-
-    def check(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise ArtifactRejected(f"analysis exceeded its time limit of {self.seconds:g} s")
-
-
 def test_the_deadline_is_checked_between_decompression_steps():
     """A 64 MiB bomb is one compressed chunk, so the raw reader looks at the clock once:
     the decompressor must look at it after every expanded MiB, or one small file expands
@@ -207,7 +194,7 @@ def test_the_deadline_is_checked_between_decompression_steps():
     assert len(bomb) < MiB  # a single raw chunk
     seen = 0
     with pytest.raises(ArtifactRejected, match="time limit"):
-        for chunk in stream(io.BytesIO(bomb), deadline=_ExpiresAfter(3)):
+        for chunk in stream(io.BytesIO(bomb), deadline=ExpiresAfter(3)):
             seen += len(chunk)
     # One check for the raw chunk, one per decompression step: two steps got through.
     assert seen == 2 * MiB

@@ -25,6 +25,7 @@ import pytest
 from artifacts import safepickle
 from artifacts.bounded import DEFAULT_LIMITS, Deadline, Limits, mapped
 from artifacts.errors import ArtifactRejected
+from tests.support.deadlines import ExpiresAfter
 
 DEFAULT = safepickle.DEFAULT_PICKLE_LIMITS
 MiB = 1 << 20
@@ -565,20 +566,6 @@ def test_a_fixed_size_argument_cut_short_by_the_end_of_the_file_is_a_truncation(
 # stop through the path where that guard is the only one that stops it.
 
 
-class _ExpiresAfter(Deadline):
-    """A deadline that passes its first ``n`` checks and fails every later one: where a pass
-    looks at the clock is counted, not timed."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__(3600.0)
-        self.left = n
-
-    def check(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise ArtifactRejected(f"analysis exceeded its time limit of {self.seconds:g} s")
-
-
 @pytest.mark.parametrize(
     "data",
     [
@@ -647,9 +634,9 @@ def test_the_deadline_is_checked_again_after_the_unpickler():
     """One look before the C unpickler, one after it, before the result is used or walked."""
     data = pickle.dumps(7, protocol=4)
     for walk in (False, True):
-        assert safepickle.loads(data, deadline=_ExpiresAfter(2), walk=walk) == 7
+        assert safepickle.loads(data, deadline=ExpiresAfter(2), walk=walk) == 7
         with pytest.raises(ArtifactRejected, match="time limit"):
-            safepickle.loads(data, deadline=_ExpiresAfter(1), walk=walk)
+            safepickle.loads(data, deadline=ExpiresAfter(1), walk=walk)
 
 
 def test_running_out_of_memory_while_loading_is_a_rejection(monkeypatch):
@@ -737,7 +724,7 @@ def test_load_hands_its_limits_and_deadline_to_each_pass(tmp_path):
     reason = _load_refusal(nested, pickle_limits=safepickle.PickleLimits(max_depth=1))
     assert reason.startswith("pickle data nests deeper than 1 levels")
     # Reading the file looks at the clock once; the loader's first look is the second.
-    assert _load_refusal(nested, deadline=_ExpiresAfter(1)) == (
+    assert _load_refusal(nested, deadline=ExpiresAfter(1)) == (
         "analysis exceeded its time limit of 3600 s"
     )
     large = tmp_path / "large.pickle"

@@ -261,29 +261,28 @@ def test_a_quantile_decides_only_when_its_whole_bucket_is_on_one_side():
     assert edge.state == "passing" and edge.criteria[-1].held == ""
 
 
-def test_the_page_says_undecided_with_the_bucket_and_no_data_only_without_a_value():
+def _verification_rows(result) -> str:
+    """The verification table of the investigation tree, rendered for ``result``."""
     import uuid
     from types import SimpleNamespace
 
     from django.template.loader import render_to_string
 
+    html = render_to_string("investigations/_tree.html", {
+        "verification": result,
+        "fix_record": {"key": FIX.key, "applied_at": datetime.fromtimestamp(APPLIED, UTC)},
+        "investigation": SimpleNamespace(id=uuid.uuid4(), deployment_id=uuid.uuid4()),
+    })  # fmt: skip
+    return html[html.index("Verification of") :].split("</table>")[0]
+
+
+def test_the_page_says_undecided_with_the_bucket_and_no_data_only_without_a_value():
     straddling = verify(FIX, ATLAS, _in_bucket(0.55, 0.5, 0.75), applied_at=APPLIED,
                         now=APPLIED + 300)  # fmt: skip
-    html = render_to_string("investigations/_tree.html", {
-        "verification": straddling,
-        "fix_record": {"key": FIX.key, "applied_at": datetime.fromtimestamp(APPLIED, UTC)},
-        "investigation": SimpleNamespace(id=uuid.uuid4(), deployment_id=uuid.uuid4()),
-    })  # fmt: skip
-    rows = html[html.index("Verification of") :].split("</table>")[0]
+    rows = _verification_rows(straddling)
     assert "undecided: bucket 0.5 to 0.75 on both sides of 0.6" in rows
     assert "no data yet" not in rows
-    unseen = verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 300)
-    html = render_to_string("investigations/_tree.html", {
-        "verification": unseen,
-        "fix_record": {"key": FIX.key, "applied_at": datetime.fromtimestamp(APPLIED, UTC)},
-        "investigation": SimpleNamespace(id=uuid.uuid4(), deployment_id=uuid.uuid4()),
-    })  # fmt: skip
-    rows = html[html.index("Verification of") :].split("</table>")[0]
+    rows = _verification_rows(verify(FIX, ATLAS, {}, applied_at=APPLIED, now=APPLIED + 300))
     assert "no data yet" in rows and "undecided" not in rows
 
 
