@@ -49,6 +49,7 @@ EXPECTED = frozenset(
         "kv_usage_of_running_most",
         "avg_prompt_tokens",
         "avg_context_tokens",
+        "context_reached_tokens",
         "kv_capacity_tokens",
         "step_ceiling_s",
         "chunk_cost_s",

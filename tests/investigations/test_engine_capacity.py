@@ -91,14 +91,20 @@ def test_sglang_token_capacity_stands_in_when_the_metrics_carry_none():
 
 def test_the_fix_divides_by_the_capacity_the_context_was_measured_in():
     """kv-cache-pressure's max-num-seqs from the observed context: with the engine's pool
-    a quarter of the budget's, the context is a quarter and so is the pool it must fit."""
+    a quarter of the budget's (and requests a quarter as long, as 94 % of it held by 40
+    of them says), the context is a quarter and so is the pool it must fit."""
     budget_only = evaluate(playbooks()["high-ttft"], ATLAS, walkthrough_1(), NOW)
     quarter = kv_capacity_tokens(ATLAS) / 4
-    reported = walkthrough_1({("engine", "kv_capacity_tokens"): [("target=a", flat(quarter))]})
+    reported = walkthrough_1({
+        ("engine", "kv_capacity_tokens"): [("target=a", flat(quarter))],
+        ("engine", "prompt_tokens_rate"): [("", flat(500 * 1.5))],
+        ("engine", "generation_tokens_rate"): [("", flat(1.5 * 275))],
+    })  # fmt: skip
     engine = evaluate(playbooks()["high-ttft"], ATLAS, reported, NOW)
-    assert engine.expected["expected.avg_context_tokens"] == pytest.approx(
-        budget_only.expected["expected.avg_context_tokens"] / 4
-    )
+    for value in ("avg_context_tokens", "context_reached_tokens"):
+        assert engine.expected[f"expected.{value}"] == pytest.approx(
+            budget_only.expected[f"expected.{value}"] / 4
+        )
     seqs = engine.find("kv-cache-pressure").fix.parameters["max_num_seqs"]
     assert seqs == budget_only.find("kv-cache-pressure").fix.parameters["max_num_seqs"]
 

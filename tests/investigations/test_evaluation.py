@@ -222,3 +222,29 @@ def test_a_where_guard_keeps_only_points_taken_while_the_same_series_met_it():
     assert reduce(loaded, observations, NOW) == 1200.0  # idle 135 and unknown-load 300 left out
     idle = Measure("gpu_sm_clock_mhz", "dcgm", "min", 300, where=("gpu_gpu_util_pct", ">=", 99))
     assert reduce(idle, observations, NOW) is None  # never loaded enough: no data
+
+
+def test_the_fix_sizes_seats_on_the_context_a_sequence_reaches():
+    """Today's average context is a snapshot mid-decode: where prompts and outputs say a
+    sequence ends much longer than it holds now, the full batch at that length must stay
+    under 0.8 (a real vLLM's fixed engine, sized on the snapshot alone, filled its cache)."""
+    # 40 running requests hold 0.5 of the cache (1,433 tokens each) but end at
+    # 2,000 + 2,400 tokens: 0.8 x 114,688 / 4,400 = 20.9 seats, not 0.7 x 114,688 / 1,433 = 56.
+    long_outputs = walkthrough_1({
+        ("engine", "kv_cache_usage"): [("", flat(0.5))],
+        ("engine", "generation_tokens_rate"): [("", flat(1.5 * 2400))],
+    })  # fmt: skip
+    result = evaluate(playbooks()["high-ttft"], ATLAS, long_outputs, NOW)
+    assert result.expected["expected.context_reached_tokens"] == pytest.approx(4400)
+    assert result.find("kv-cache-pressure").fix.parameters["max_num_seqs"] == 20
+
+
+def test_without_output_lengths_the_fix_falls_back_to_todays_context():
+    """No generation rate: nothing says how long sequences get, so the reached context is
+    the current one and the 0.7 rule (room to grow) sizes the seats alone."""
+    observations = walkthrough_1()
+    del observations[("engine", "generation_tokens_rate")]
+    result = evaluate(playbooks()["high-ttft"], ATLAS, observations, NOW)
+    expected = result.expected
+    assert expected["expected.context_reached_tokens"] == expected["expected.avg_context_tokens"]
+    assert result.find("kv-cache-pressure").fix.parameters["max_num_seqs"] == 29
