@@ -746,18 +746,23 @@ def check_structure(obj: Any, limits: PickleLimits, deadline: Deadline) -> int:
     """Reject cycles, over-deep nesting and too many containers; return the container count.
 
     Explicit stack, no recursion; each distinct container is visited once however often
-    the memo shares it, so a DAG that would expand exponentially costs linear time.
+    the memo shares it, so a DAG that would expand exponentially costs linear time. Depth
+    is checked on every path all the same: each container's height (the levels at and below
+    it) is kept when it is done, so a shared container first met by a short path and then
+    by a long one adds its height to the long one.
     """
     containers = (list, dict, tuple)
     if type(obj) not in containers:
         return 0
-    done: set[int] = set()
+    max_depth = limits.max_depth
+    heights: dict[int, int] = {}  # id -> levels at and below a finished container
     on_path: set[int] = {id(obj)}
-    path: list[tuple[Any, Any]] = [(obj, iter(obj.values() if type(obj) is dict else obj))]
+    # Each frame: the container, an iterator over its children, the tallest child so far.
+    path: list[list[Any]] = [[obj, iter(obj.values() if type(obj) is dict else obj), 0]]
     visited = 1
     while path:
-        _node, children = path[-1]
-        for child in children:
+        frame = path[-1]
+        for child in frame[1]:
             if type(child) not in containers:
                 continue
             key = id(child)
@@ -766,23 +771,29 @@ def check_structure(obj: Any, limits: PickleLimits, deadline: Deadline) -> int:
                     f"pickle data is self-referential: a {type(child).__name__} contains "
                     f"itself {len(path)} level(s) down"
                 )
-            if key in done:
+            height = heights.get(key)
+            if height is not None:
+                if len(path) + height > max_depth:
+                    raise _reject(f"pickle data nests deeper than {max_depth} levels")
+                frame[2] = max(frame[2], height)
                 continue
             visited += 1
             if visited > limits.max_containers:
                 raise _reject(f"pickle data holds more than {limits.max_containers:,} containers")
             if not visited & 0xFFFF:
                 deadline.check()
-            if len(path) >= limits.max_depth:
-                raise _reject(f"pickle data nests deeper than {limits.max_depth} levels")
+            if len(path) >= max_depth:
+                raise _reject(f"pickle data nests deeper than {max_depth} levels")
             on_path.add(key)
-            path.append((child, iter(child.values() if type(child) is dict else child)))
+            path.append([child, iter(child.values() if type(child) is dict else child), 0])
             break
         else:
             path.pop()
-            key = id(_node)
+            key = id(frame[0])
             on_path.discard(key)
-            done.add(key)
+            heights[key] = frame[2] + 1
+            if path:
+                path[-1][2] = max(path[-1][2], frame[2] + 1)
     return visited
 
 
@@ -882,11 +893,8 @@ def loads(
     if walked is None or walked < 0:
         if fast:
             prescan(data, limits, deadline)
+        # Exact on every path: what the level walk found too deep (or cyclic) it refuses too.
         check_structure(obj, limits, deadline)
-        if walked is not None:
-            # The walk visits each container once, by its first path; the levels see every
-            # path, so a shared container reached by a longer one is still too deep.
-            raise _reject(f"pickle data nests deeper than {limits.max_depth} levels")
     return obj
 
 

@@ -675,8 +675,57 @@ def test_a_shared_container_reached_by_a_longer_path_is_too_deep():
     value = [shared, deep]
     data = pickle.dumps(value, protocol=4)
     assert safepickle.prescan(data, DEFAULT, Deadline(60))
-    assert safepickle.check_structure(value, DEFAULT, Deadline(60)) == 73
+    assert safepickle._fast_structure(value, DEFAULT, Deadline(60)) == -1
+    with pytest.raises(ArtifactRejected, match="nests deeper than 64 levels"):
+        safepickle.check_structure(value, DEFAULT, Deadline(60))
     assert _rejection(data) == "pickle data nests deeper than 64 levels"
+
+
+def test_a_shared_deep_subtree_behind_tuple_keys_is_too_deep():
+    """The gap the two walks once left between them: 300 tuple keys put the level walk over
+    a budget of 200 before it reaches the deep levels, so the reference walk decides alone,
+    and it met the shared 11-level chain first by a short path. Its height (11, not 1)
+    joins the path that reaches it again at level 54 or 55: 64 levels load, 65 are refused."""
+    limits = safepickle.PickleLimits(max_containers=200)
+    for chain, levels in ((52, 64), (53, 65)):
+        shared, _ = _chain(11)
+        deep, bottom = _chain(chain)
+        bottom.append(shared)
+        value = [{(i, 0): None for i in range(300)}, shared, deep]
+        data = pickle.dumps(value, protocol=4)
+        assert safepickle._fast_structure(value, limits, Deadline(60)) is None
+        if levels <= 64:
+            assert safepickle.loads(data, limits) == value
+        else:
+            assert _rejection_with(data, limits) == "pickle data nests deeper than 64 levels"
+
+
+def _unshared_memo_chain(levels: int, keys: int) -> bytes:
+    """``[chain, scratch]``: a chain of ``levels`` lists, each filled after it was stored
+    (fetched back from the memo, so the pre-scan's stack never sees it deepen), and a
+    scratch dict with ``keys`` tuple keys whose key 0 takes each fetched list and lets it
+    go, so that in the result every list of the chain is reached by one path only."""
+    tuples = b"".join(b"M" + i.to_bytes(2, "little") + b"K\x00\x86N" for i in range(keys))
+    parts = [b"\x80\x04]\x94]\x94a}(", tuples, b"u"]  # memo 0: the result; 1: level 0
+    for i in range(1, levels):
+        parts.append(b"K\x00j" + i.to_bytes(4, "little") + b"]\x94as")
+    return b"".join([*parts, b"K\x00Nsa."])
+
+
+def test_an_unshared_deep_chain_behind_tuple_keys_is_too_deep():
+    """The reference walk alone refuses a chain as it descends: the tuple keys put the level
+    walk over its budget, the memo hides the depth from the pre-scan, and nothing is shared,
+    so no height is ever reused to catch it (63 lists under the result load, 64 do not)."""
+    limits = safepickle.PickleLimits(max_containers=200)
+    for levels, verdict in ((63, None), (64, "pickle data nests deeper than 64 levels")):
+        data = _unshared_memo_chain(levels, keys=300)
+        value = pickle.loads(data)  # noqa: S301 - our own bytes, to show what the walks see
+        assert safepickle._fast_structure(value, limits, Deadline(60)) is None
+        assert safepickle.prescan(data, limits, Deadline(60))
+        if verdict is None:
+            assert safepickle.loads(data, limits) == value
+        else:
+            assert _rejection_with(data, limits) == verdict
 
 
 def _memo_chain(levels: int, prefix: bytes = b"") -> bytes:
