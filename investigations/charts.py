@@ -148,25 +148,28 @@ def _trace_name(labels: str, signal: str, many_targets: bool) -> str:
     return ",".join(parts) or signal
 
 
-def figure(
+@dataclass(frozen=True)
+class Traces:
+    """The drawn lines of one measure over one window: what every chart of that measure
+    shares, whatever its thresholds and marks (50 hypotheses read ~35 signals)."""
+
+    data: list[dict]
+    points: int  # points drawn, after downsampling
+    what: str  # what the lines are, for the caption
+    left_out: int  # series not drawn (over MAX_TRACES)
+
+
+def traces(
     measure: Measure,
     series: Sequence[Series],
     *,
     start: float,
     end: float,
-    thresholds: Iterable[Threshold] = (),
-    marks: Iterable[Mark] = (),
-    node: str = "",
     max_points: int = MAX_POINTS,
-) -> dict:
-    """One evidence chart: ``{"figure": plotly dict, "caption": str, "points": int}``.
-
-    ``series`` are everything stored over ``[start, end]`` (already windowed); ``node``
-    is the hypothesis the chart belongs to, so its own decisions are labelled and other
-    nodes' decisions are faint context.
-    """
-    signal = measure.signal
-    unit = unit_of(signal)
+) -> Traces:
+    """The plotly traces of ``series`` (everything stored over ``[start, end]``) as
+    ``measure`` reads them: its reduction drawn as a rolling line, downsampled."""
+    unit = unit_of(measure.signal)
     hover_value = "%{y:.1%}" if unit == "fraction" else f"%{{y:.4g}} {unit}".rstrip()
     series = [(n, [p for p in points if math.isfinite(p[1])]) for n, points in series]
     lines, what = derived(measure, series)  # before clipping: rolling values need a lead-in
@@ -195,6 +198,33 @@ def figure(
                 "hovertemplate": hover_value + "<extra>%{fullData.name}</extra>",
             }
         )
+    return Traces(data, drawn, what, left_out)
+
+
+def figure(
+    measure: Measure,
+    series: Sequence[Series],
+    *,
+    start: float,
+    end: float,
+    thresholds: Iterable[Threshold] = (),
+    marks: Iterable[Mark] = (),
+    node: str = "",
+    max_points: int = MAX_POINTS,
+    drawn: Traces | None = None,
+) -> dict:
+    """One evidence chart: ``{"figure": plotly dict, "caption": str, "points": int}``.
+
+    ``series`` are everything stored over ``[start, end]`` (already windowed); ``node``
+    is the hypothesis the chart belongs to, so its own decisions are labelled and other
+    nodes' decisions are faint context. ``drawn``: the measure's :func:`traces` over the
+    same window where the caller already has them (then ``series`` is not read).
+    """
+    signal = measure.signal
+    unit = unit_of(signal)
+    if drawn is None:
+        drawn = traces(measure, series, start=start, end=end, max_points=max_points)
+    data = drawn.data
     shapes: list[dict] = []
     annotations: list[dict] = []
     for threshold in thresholds:
@@ -278,7 +308,7 @@ def figure(
         # Plotly.react keeps what the reader zoomed to across refreshes while this holds.
         "uirevision": measure.signal,
     }
-    caption = f"{measure.source} {measure.signal}: {what}"
-    if left_out:
-        caption += f"; {left_out} more series not drawn"
-    return {"figure": {"data": data, "layout": layout}, "caption": caption, "points": drawn}
+    caption = f"{measure.source} {measure.signal}: {drawn.what}"
+    if drawn.left_out:
+        caption += f"; {drawn.left_out} more series not drawn"
+    return {"figure": {"data": data, "layout": layout}, "caption": caption, "points": drawn.points}

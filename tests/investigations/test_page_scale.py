@@ -7,6 +7,7 @@ cards), whatever the number of nodes, checks or points.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -242,3 +243,32 @@ def test_every_chart_stays_under_the_point_budget(fifty, team, commander, client
     assert all(0 < chart["points"] <= MAX_POINTS for chart in charts)
     for chart in charts:
         assert sum(len(trace["x"]) for trace in chart["figure"]["data"]) == chart["points"]
+    # Charts of one measure share their lines (computed and serialised once): each chart
+    # is still exactly what drawing it alone gives, and its JSON is its figure's.
+    from investigations import charts as drawing
+    from investigations.panels import chart_window, record_marks
+
+    start, end = (t.timestamp() for t in chart_window(investigation, now))
+    marks = record_marks(investigation)
+    shared = 0
+    for card, hypothesis in zip(cards[1:], state.playbook.walk(), strict=True):
+        node = state.result.find(hypothesis.key)
+        for chart, check, outcome in zip(card["charts"], hypothesis.checks, node.checks,
+                                         strict=True):  # fmt: skip
+            thresholds = [
+                drawing.Threshold(label, condition.op, value)
+                for label, condition, value in (
+                    ("confirm", check.confirm, outcome.confirm_threshold),
+                    ("eliminate", check.eliminate, outcome.eliminate_threshold),
+                )
+                if condition is not None
+            ]
+            alone = drawing.figure(
+                check.measure, drawing.matching(check.measure, state.observations),
+                start=start, end=end, marks=marks, node=hypothesis.key, thresholds=thresholds,
+            )  # fmt: skip
+            assert chart["figure"] == alone["figure"] and chart["caption"] == alone["caption"]
+            assert json.loads(chart["figure_json"]) == alone["figure"]
+            shared += any(c is not chart and c["figure"]["data"] is chart["figure"]["data"]
+                          for k in cards for c in k["charts"])  # fmt: skip
+    assert shared  # the fifty hypotheses do read some signals twice
