@@ -1041,13 +1041,18 @@ def _suggestion(results: Sequence[CheckResult], checks: Sequence[Check] = ()) ->
     # by a value that does not rule out; a veto that could not be judged at all does. The
     # veto tells this cause from one with the same signature (full KV held by running
     # requests or by nobody): its absence is not a pass. Nor is a value short of a veto's
-    # clearing condition (Check.clears): the rival it tells apart is not ruled out.
+    # clearing condition (Check.clears): the rival it tells apart is not ruled out. An
+    # optional veto is one whose evidence may never come (an engine's start-up line read
+    # only by a log followed from the start): with it, it rules out; without, it is silent.
     quiet = optional | vetoes
     outcomes = [r.outcome for r in results if not (r.id in quiet and r.outcome == INCONCLUSIVE)]
     if ELIMINATE in outcomes and CONFIRM not in outcomes:
         return ELIMINATE
     if outcomes and all(o == CONFIRM for o in outcomes):
-        if any(r.id in vetoes and (unjudged(r) or r.in_doubt) for r in results):
+        if any(
+            r.id in vetoes and ((unjudged(r) and r.id not in optional) or r.in_doubt)
+            for r in results
+        ):
             return INCONCLUSIVE
         return CONFIRM
     return INCONCLUSIVE

@@ -220,7 +220,8 @@ DCGM = Source("dcgm", re.compile(r"^gpu_[a-z0-9_]+$"))
 LOG = Source(
     "log",
     re.compile(
-        r"^(log_events|log_stats_[a-z0-9_]+|kv_cache_usage|requests_(running|waiting)"
+        r"^(log_events|log_stats_[a-z0-9_]+|log_chunk_budget_tokens"
+        r"|kv_cache_usage|requests_(running|waiting)"
         r"|(preemptions|prompt_tokens|generation_tokens)_rate)$"
     ),
     values=Values.DERIVED,

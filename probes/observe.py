@@ -384,6 +384,30 @@ def _stands_in(events: Sequence[logevents.LogEvent]) -> list[Observation]:
     return [(signal, "", value) for signal, value in sorted(merged.items())]
 
 
+# The chunk budget an engine says it started with: ``Chunked prefill is enabled with
+# max_num_batched_tokens=N`` (vLLM) or ``chunked_prefill_size=N`` (SGLang; -1 is off).
+_CHUNK_BUDGETS = {
+    ("chunked_prefill", "max_num_batched_tokens"),
+    ("sglang_budget", "chunked_prefill_size"),
+}
+
+
+def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
+    """The largest chunk budget any engine in this read started with: no step of a chunking
+    engine carries more tokens than that. Nothing where the read shows none, or where an
+    engine said chunking is off (its steps carry whole prompts)."""
+    budgets = [
+        event.values[name]
+        for event in events
+        for kind, name in _CHUNK_BUDGETS
+        if event.kind == kind and name in event.values
+    ]
+    numbers = [float(v) for v in budgets if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not numbers or min(numbers) <= 0:
+        return []
+    return [("log_chunk_budget_tokens", "", max(numbers))]
+
+
 def _preemptions(
     state: logevents.FollowerState,
     events: Sequence[logevents.LogEvent],
@@ -483,6 +507,7 @@ def observe_log(
     out.extend(("log_events", f"kind={kind}", float(n)) for kind, n in sorted(counts.items()))
     out.extend((name, "", value) for name, value in sorted(stats_last.items()))
     out.extend(_stands_in(events))
+    out.extend(_chunk_budget(events))
     out.extend(_preemptions(state, events, clean, followed))
     snapshot = {"follower": _state_to_json(state), "events": kept}
     if unrecognised:

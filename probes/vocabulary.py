@@ -102,6 +102,7 @@ UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"usage$"), "fraction"),
     (re.compile(r"^requests_"), "requests"),
     (re.compile(r"^log_events$"), "events"),
+    (re.compile(r"^log_chunk_budget_tokens$"), "tokens"),
 )
 
 

@@ -127,6 +127,51 @@ def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
     assert result.find("oversized-prefill-chunks").fix.parameters["max_num_batched_tokens"] == 512
 
 
+def _v1_long_prompts(engine_budget: float | None) -> dict:
+    """vLLM V1 serving 8,000-token prompts: its "tokens per step" histogram observes each
+    prompt whole at the request's first token (vLLM 0.32, scheduler take_prefill_stats),
+    so the p99 reads ~8,000 whatever the chunk budget; ``engine_budget`` is the budget
+    its start-up line gave, when the log was followed from the start."""
+    observations = {
+        ("engine", "itl_p99"): [("", flat(0.31))],
+        ("engine", "itl_p50"): [("", flat(0.048))],
+        ("engine", "iteration_tokens_p99"): [("", flat(8000 + 40))],
+        ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(1410)) for g in range(4)],
+        ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(97)) for g in range(4)],
+    }
+    if engine_budget is not None:
+        # Read once, at start-up, an hour before: the check's window is a week.
+        observations[("log", "log_chunk_budget_tokens")] = [("", [(NOW - 3600, engine_budget)])]
+    return observations
+
+
+def test_an_engine_chunking_at_the_teams_budget_cannot_carry_oversized_chunks():
+    """The engine's own start-up line (512 tokens a step, the team's budget) rules the
+    cause out however many tokens V1's histogram says a step carried."""
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(512), NOW)
+    chunks = tree.find("oversized-prefill-chunks")
+    assert chunks.suggestion == "eliminate"
+    assert {c.id: c.outcome for c in chunks.checks}["engine-chunk-budget"] == "eliminate"
+    assert tree.ranking[0] != "oversized-prefill-chunks"
+
+
+def test_an_engine_chunking_beyond_the_teams_budget_leaves_the_histogram_to_decide():
+    """8,192 tokens a step against the team's 512: the veto does not rule out, and the
+    tokens-per-step check confirms as it did before."""
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(8192), NOW)
+    assert tree.find("oversized-prefill-chunks").suggestion == "confirm"
+    assert tree.ranking[0] == "oversized-prefill-chunks"
+
+
+def test_without_the_start_up_line_the_optional_veto_is_silent():
+    """No log read from the start: nothing says what the engine's budget is, which neither
+    rules the cause out nor holds its confirmation back (absence is not evidence)."""
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(None), NOW)
+    chunks = tree.find("oversized-prefill-chunks")
+    assert {c.id: c.outcome for c in chunks.checks}["engine-chunk-budget"] == "inconclusive"
+    assert chunks.suggestion == "confirm"
+
+
 def test_a_throttled_rank_is_a_straggler():
     clocks = [(f"gpu={g}", flat(1410)) for g in range(3)] + [("gpu=3", flat(1200))]
     measure = Measure("gpu_sm_clock_mhz", "dcgm", "spread", 300)

@@ -290,3 +290,23 @@ def test_hostile_flood_of_oom_lines_is_one_failure_and_bounded_state():
         + ["During handling of the above exception, another exception occurred:"] * 3
     )
     assert _kinds(parse_log(garbage + "\n", NOW))["cuda_oom"] == 1
+
+
+def _chunk_budget(lines: list[str]) -> float | None:
+    text = "".join(line + "\n" for line in lines).encode()
+    _, seen = observe.observe_log(FollowerState(), text, datetime(2026, 5, 1, 15, tzinfo=UTC))
+    found = {s: v for s, labels, v in seen.observations if s == "log_chunk_budget_tokens"}
+    return found.get("log_chunk_budget_tokens")
+
+
+def test_the_chunk_budget_is_what_the_engines_started_with_and_nothing_when_one_is_off():
+    """SGLang's ``chunked_prefill_size``: 8,192 is a budget; -1 is chunking off (whole
+    prompts in a step: no bound at all, so nothing is recorded, not -1 and not 0); of two
+    engines the larger budget bounds the steps. No start-up line: nothing."""
+    line = SG_BOOT[4] + SG_BOOT[5]
+    assert _chunk_budget([SG.format(0, 1) + line]) == 8192
+    off = line.replace("chunked_prefill_size=8192", "chunked_prefill_size=-1")
+    assert _chunk_budget([SG.format(0, 1) + line, SG.format(0, 2) + off]) is None
+    bigger = line.replace("chunked_prefill_size=8192", "chunked_prefill_size=16384")
+    assert _chunk_budget([SG.format(0, 1) + line, SG.format(0, 2) + bigger]) == 16384
+    assert _chunk_budget([SG.format(0, 3) + SG_DECODE]) is None

@@ -153,6 +153,11 @@ def test_v1_markdown_bulleted_startup_paste():
     start = next(e for e in events if e.kind == "server_start")
     assert start.process == "APIServer" and start.values["version"] == "0.11.0+582e4e37.nv25.11"
     assert _of(events, "chunked_prefill") == [{"max_num_batched_tokens": 2048}]
+    # The budget every step of this engine stays within, for itl-spikes' veto.
+    assert (
+        _observed("v1_0.11.0_nv25.11_startup_bulleted_paste.log")[("log_chunk_budget_tokens", "")]
+        == 2048
+    )
 
 
 def test_v1_container_stamped_and_hard_wrapped_stats_are_joined():
