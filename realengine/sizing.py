@@ -317,20 +317,30 @@ def prefill_load(
                            factor=prefill_share, rate_per_s=prefill_share * 1000 / prompt_ms,
                            duration_s=run_s, warmup_s=decode.warmup_s)  # fmt: skip
     step = costs.step_ms(decode_streams)
-    with_chunk = step + costs.prefill_ms_per_token * intended_chunk
+    chunk_ms = costs.prefill_ms_per_token * intended_chunk
+    with_chunk = step + chunk_ms
     with_prompt = step + prompt_ms
-    ceiling = math.sqrt(with_chunk * with_prompt)
+    # The p99s the two engines will show: the machine's own tail with no prefill (the
+    # OS descheduling the engine), plus what a step's prefill adds. Fixed, most steps
+    # carry a chunk (the prefill lane is busy); unfixed, the slowest carry a prompt.
+    # Measured on a 2-core machine: tail 20-23 ms, chunk 7 ms, prompt 47 ms; p99 25-34 ms
+    # fixed, 85-97 ms unfixed. A ceiling between the bare steps (11 and 51 ms: 30 ms)
+    # sat under the fixed engine's tail.
+    tail = tail_floor_ms or 0.0
+    fixed_tail = max(with_chunk, tail + chunk_ms)
+    unfixed_tail = max(with_prompt, tail + prompt_ms)
+    ceiling = math.sqrt(fixed_tail * unfixed_tail)
     floor = itl_ceiling_over_tail(tail_floor_ms) if tail_floor_ms is not None else 0.0
     # On a bound of the engine's ITL buckets within the middle third (log scale) of the
-    # two steps: the p99 against it is then decided by bucket counts, not interpolated
+    # two tails: the p99 against it is then decided by bucket counts, not interpolated
     # (decidable_threshold). A step carrying one chunk of 7.5 ms and one carrying a whole
     # prompt of 40 ms put the geometric middle at 17 ms, inside vLLM's 10-25 ms bucket,
     # where fixed engines "read" 21-25 ms; 25 ms is a bound the counts decide.
-    third = (with_prompt / with_chunk) ** (1 / 3)
-    snapped = decidable_threshold(ceiling, itl_bounds_ms, max(with_chunk * third, floor),
-                                  with_prompt / third)  # fmt: skip
+    third = (unfixed_tail / fixed_tail) ** (1 / 3)
+    snapped = decidable_threshold(ceiling, itl_bounds_ms, max(fixed_tail * third, floor),
+                                  unfixed_tail / third)  # fmt: skip
     ceiling = snapped if snapped is not None else max(ceiling, floor)
-    if ceiling >= with_prompt:
+    if ceiling >= unfixed_tail:
         raise SizingError(f"the machine's ITL tail ({tail_floor_ms or 0:.0f} ms) hides a "
                           f"{with_prompt:.0f} ms prefill step")  # fmt: skip
     return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt)

@@ -201,13 +201,31 @@ def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown
 
 
 def test_prefill_ceiling_stays_above_the_machines_own_tail():
+    """The machine's tail (p99 ITL with no prefill) adds to what a step's prefill costs:
+    a fixed engine's p99 is its tail plus a chunk, an unfixed one's its tail plus a
+    prompt, and the ceiling sits between those two (a 2-core run: tail 20 ms, chunk 7,
+    prompt 47; p99 25-34 ms fixed against a 30 ms ceiling set between the bare steps)."""
     machine = EngineCosts(0.05, 15, 0.5, kv_tokens=12288, block_size=128, max_model_len=2048)
     plain = prefill_load(machine)
+    chunk, prompt = 0.05 * 256, 0.05 * 1750  # 12.8 and 87.5 ms
+    # A tail under the bare steps' own costs changes nothing.
     assert prefill_load(machine, tail_floor_ms=10).itl_ceiling_ms == plain.itl_ceiling_ms
     raised = prefill_load(machine, tail_floor_ms=40)
-    assert raised.itl_ceiling_ms == pytest.approx(60)
-    with pytest.raises(SizingError):  # a tail that hides the whole-prompt step
-        prefill_load(machine, tail_floor_ms=80)
+    assert raised.itl_ceiling_ms == pytest.approx(math.sqrt((40 + chunk) * (40 + prompt)))
+    assert raised.itl_ceiling_ms > 40 + chunk and raised.itl_ceiling_ms < 40 + prompt
+    with pytest.raises(SizingError):  # 1.5x a tail that hides the whole-prompt step
+        prefill_load(machine, tail_floor_ms=400)
+
+
+def test_a_fixed_engine_whose_tail_is_over_the_bare_steps_middle_still_fits_the_ceiling():
+    """The 2-core run's numbers: chunk step 11 ms, prompt step 51 ms, tail 20 ms. Between
+    the bare steps the bound would be 25 ms, under the fixed engine's own 27 ms (tail +
+    chunk); between the tails it is 50 ms, which the counts decide on both sides."""
+    machine = EngineCosts(0.0272, 3.6, 0.074, kv_tokens=12288, block_size=128,
+                          max_model_len=2048)  # fmt: skip
+    incident = prefill_load(machine, tail_floor_ms=20.3, itl_bounds_ms=VLLM_ITL_BOUNDS_MS)
+    assert incident.itl_ceiling_ms == 50
+    assert incident.itl_ceiling_ms > 20.3 + 0.0272 * 256 + 10  # room over the fixed tail
 
 
 VLLM_ITL_BOUNDS_MS = (10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 750, 1000, 2500)

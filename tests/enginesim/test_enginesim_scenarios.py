@@ -113,6 +113,23 @@ def test_prefill_unchunked(harness):
     assert it_b[1024.0] - it_a[1024.0] == it_b[math.inf] - it_a[math.inf]
 
 
+def test_prefill_unchunked_v0_counts_the_tokens_each_step_scheduled(harness):
+    """V0's histogram is per step: unfixed, steps carry whole 8k-15k prompts; after the fix
+    none carries more than 1,024 tokens (a 512-token chunk and the decodes)."""
+    h = harness("prefill-unchunked", fmt="vllm-v0")
+    a, b = _window(h, 240, 180)
+    it = dict(b.buckets("vllm:iteration_tokens_total"))
+    assert it[16384.0] > it[4096.0]
+    h.fix()
+    a, b = _window(h, 480, 180)
+    it_a, it_b = (
+        dict(a.buckets("vllm:iteration_tokens_total")),
+        dict(b.buckets("vllm:iteration_tokens_total")),
+    )
+    assert it_b[math.inf] - it_a[math.inf] > 0
+    assert it_b[1024.0] - it_a[1024.0] == it_b[math.inf] - it_a[math.inf]
+
+
 def _capture_lines(text: str) -> int:
     return len(re.findall(r"Graph capturing finished in \d+ secs, took", text))
 

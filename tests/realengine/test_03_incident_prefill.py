@@ -20,7 +20,7 @@ import pytest
 from deployments import budget as b
 from deployments.budget import Budget
 from realengine import EngineFlags
-from realengine.calibrate import engine_meter, itl_bounds_ms, tiny_budget
+from realengine.calibrate import cautious, engine_meter, itl_bounds_ms, tiny_budget
 from realengine.controller import apply_fix
 from realengine.sizing import prefill_load
 from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
@@ -29,6 +29,7 @@ from tests.realengine.verifying import MachineShare, Poller, criteria, judge, sc
 
 UNFIXED = EngineFlags(max_model_len=2048, max_num_batched_tokens=2048)
 LONG_PROMPT_MEAN = 1750  # prefill_load's long prompts are 1,600-1,900 tokens
+DECODE_STREAMS = 8  # prefill_load's decode streams
 # Other processes' CPU over the fixed window beyond which its ITL tail is the machine's:
 # a quarter of this 2-core machine (a quiet one reads ~0.05; two busy neighbours ~2).
 SHARED_CORES = 0.5
@@ -45,6 +46,7 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
     calibration, costs = calibrate_engine(engine, "calibration.prefill", long=LONG_PROMPT_MEAN)
     incident = prefill_load(
         costs,
+        decode_streams=DECODE_STREAMS,
         tail_floor_ms=calibration.batch_itl_p99_ms,
         itl_bounds_ms=itl_bounds_ms(engine_meter(engine.metrics_url)),
     )
@@ -54,6 +56,12 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
         ttft_target_ms=ttft_target_ms(calibration),
         itl_ceiling_ms=round(incident.itl_ceiling_ms, 1),
     )  # fmt: skip
+    # The decode step as the team would measure it: at the batch this deployment runs
+    # (eight streams), at its slowest. The one-sequence step (3.6 ms) against a batch's
+    # 4.7-6.5 ms put the mixed-step ceiling under what a fixed engine's steps cost (mean
+    # ITL 13.3 ms against 1.25 x 10.55).
+    batch_step = cautious(costs, calibration).step_ms(DECODE_STREAMS)
+    constants["decode_step_ms"] = round(batch_step, 3)
     budget = Budget(**constants)
     record("load.prefill", incident.as_dict())
     # The ceiling is meaningful for this engine: the intended chunk fits, 2,048 tokens do not.

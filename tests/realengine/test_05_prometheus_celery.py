@@ -53,9 +53,10 @@ POLL_S = 5  # the deployments' poll grid once an investigation is open
 LIGHT_S = 10  # the light cadence before (store-only)
 SCRAPE = "2s"
 STORM_BEFORE_OPEN_S = 40  # the storm Prometheus (and the light polls) see before the open
-CYCLES = 2
+CYCLES = 2  # kv-cache-pressure leads within these (issue 15's "first within two cycles")
+WATCHED = 4  # and the worker confirms it within these (a veto in doubt may hold it back)
 STORM_TIMEOUT_S = 240  # the load's warm-up is sized from the calibration (20-60 s seen)
-CYCLES_TIMEOUT_S = 240  # two 5 s cycles, on a 2-core machine the engine saturates
+CYCLES_TIMEOUT_S = 240  # four 5 s cycles, on a 2-core machine the engine saturates
 OPEN_TIMEOUT_S = 120  # a Django start on the busy machine
 LOGS = ("worker", "beat")
 
@@ -87,7 +88,7 @@ class Watch:
                 seen.append((at, row["last_suggestions"]))
 
     def done(self) -> bool:
-        return all(len(c) >= CYCLES for c in self.cycles.values())
+        return all(len(c) >= WATCHED for c in self.cycles.values())
 
 
 OPEN = """
@@ -146,7 +147,7 @@ def test_kv_pressure_through_prometheus_history_and_the_real_celery_path(
     engine = engines.serve(EngineFlags())
     sized = kv_pressure_load(costs, seats=CPU_DEFAULT_SEQS)
     # Long enough to hold the storm through the open and two cycles on a slow machine.
-    load = dataclasses.replace(sized, duration_s=sized.warmup_s + STORM_BEFORE_OPEN_S + 60)
+    load = dataclasses.replace(sized, duration_s=sized.warmup_s + STORM_BEFORE_OPEN_S + 80)
     constants = tiny_budget(
         calibration, kv_tokens=costs.kv_tokens, max_num_seqs=CPU_DEFAULT_SEQS,
         max_num_batched_tokens=2048, ttft_target_ms=ttft_target_ms(calibration),
@@ -201,7 +202,7 @@ def test_kv_pressure_through_prometheus_history_and_the_real_celery_path(
         found[name] = [
             {"cycle": at.isoformat(), "kv_suggested": seen.get("kv-cache-pressure"),
              **_replay(investigation, at)}
-            for at, seen in watch.cycles[name][:CYCLES]
+            for at, seen in watch.cycles[name][:WATCHED]
         ]  # fmt: skip
     prom_target = via_prometheus.targets.get()
     backfilled = Observation.objects.filter(
@@ -218,15 +219,22 @@ def test_kv_pressure_through_prometheus_history_and_the_real_celery_path(
     # The Prometheus deployment's KV evidence rests on the minutes before the open.
     assert backfilled >= STORM_BEFORE_OPEN_S // POLL_S, backfilled
     for name, cycles in found.items():
-        # The true cause is never eliminated, and within two cycles it leads and the
-        # worker's own verdict confirms it. One cycle may still hold it back: through
-        # Prometheus the 'KV held by nobody' veto rests on 2 m rates that lag the storm by
-        # a scrape or two, and a veto in doubt holds a confirmation back (seen once in
-        # four runs on a starved machine, confirmed the next cycle).
+        # The true cause is never eliminated, it leads within two cycles, and the worker's
+        # own verdict confirms it within four. A cycle or two may hold it back: the 'KV
+        # held by nobody' veto clears only when the running requests, each at its prompt
+        # plus half its output, account for the usage within 0.15, and in a storm the
+        # requests left running are the ones furthest through their outputs (the
+        # scheduler evicts the latest arrivals). Measured on the engine path: usage 0.88
+        # and 0.89 in doubt for two cycles; through Prometheus, 2 m rates lag the storm by
+        # a scrape or two (seen once in four runs). In doubt is not wrong: a leak beside
+        # the pressure is not ruled out yet, and the cause is ranked first meanwhile.
         assert all(c["kv_suggested"] != "eliminate" for c in cycles), (name, cycles)
-        led = [c for c in cycles if c["ranking"][:1] == ["kv-cache-pressure"]]
+        led = [c for c in cycles[:CYCLES] if c["ranking"][:1] == ["kv-cache-pressure"]]
         assert led, f"{name}: kv-cache-pressure never first in {CYCLES} cycles: {cycles}"
-        confirmed = [c for c in led if c["kv_suggested"] == "confirm"]
+        confirmed = [
+            c for c in cycles if c["ranking"][:1] == ["kv-cache-pressure"]
+            and c["kv_suggested"] == "confirm"
+        ]  # fmt: skip
         assert confirmed, (name, cycles)  # the worker's own verdict
         first = confirmed[0]
         assert first["alarm"] is True, (name, first)
