@@ -208,6 +208,9 @@ def node_json(node: NodeResult) -> dict:
         "score": round(node.score, 6),
         "evidence_count": node.evidence_count,
         "evidence": [check_json(c) for c in node.checks],
+        # What a commander who confirms this cause would apply: the root cause's fix is
+        # also the report's ``fix``; a cause held back by a veto in doubt has one too.
+        "fix": fix_json(node),
         "children": [node_json(child) for child in node.children],
     }
 
@@ -243,20 +246,25 @@ def ranking_lines(result: Evaluation) -> list[str]:
     return lines
 
 
+def fix_json(node: NodeResult) -> dict | None:
+    """A hypothesis's fix as planned from the live window, or None where it has none."""
+    if node.fix is None:
+        return None
+    return {
+        "key": node.fix.key,
+        "title": node.fix.title,
+        "parameters": dict(node.fix.parameters),
+        "apply": dict(node.fix.apply),
+        "command": node.fix.command,
+        "problems": list(node.fix.problems),
+    }
+
+
 def evaluation_json(result: Evaluation, diagnosis: Diagnosis | None = None) -> dict:
     """The shape scripts rely on: hypotheses, root_cause (or null), fix, ranking."""
     top = result.find(result.ranking[0]) if result.ranking else None
     root = top if top is not None and top.suggestion == "confirm" else None
-    fix = None
-    if root is not None and root.fix is not None:
-        fix = {
-            "key": root.fix.key,
-            "title": root.fix.title,
-            "parameters": dict(root.fix.parameters),
-            "apply": dict(root.fix.apply),
-            "command": root.fix.command,
-            "problems": list(root.fix.problems),
-        }
+    fix = fix_json(root) if root is not None else None
     out = {
         "alarm": {
             "measured": result.alarm.measured,

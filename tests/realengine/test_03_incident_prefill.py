@@ -4,9 +4,10 @@ the engine controller and verified under the same arrival process; unfixed, it f
 
 Sized from a calibration of the engine under test (``realengine.sizing.prefill_load``):
 eight decode streams, long prompts (1,600-1,900 tokens) taking 40 % of the engine's
-time, and an ITL ceiling halfway between a step that carries one 256-token chunk (the
-deployment's intended budget) and one that carries a whole long prompt, which vLLM's CPU
-default of 2,048 batched tokens lets into a single step, moved to the nearest bound of the
+time, and an ITL ceiling halfway between the p99 of an engine whose steps carry one
+256-token chunk (the deployment's intended budget) and one whose steps carry a whole long
+prompt, which vLLM's CPU default of 2,048 batched tokens lets into a single step (each a
+step's cost on top of the machine's own ITL tail), moved to the nearest bound of the
 engine's ITL buckets in between: the p99 is then decided by the bucket counts (a ceiling
 of 15 ms inside the 10-25 ms bucket left fixed engines "reading" 21-25 ms, a guess).
 """
