@@ -390,22 +390,32 @@ _CHUNK_BUDGETS = {
     ("chunked_prefill", "max_num_batched_tokens"),
     ("sglang_budget", "chunked_prefill_size"),
 }
+# "No bound known": an engine started (a new banner) and has not said it chunks, or said
+# chunking is off (its steps carry whole prompts). Recorded, not left out, so that the
+# budget a previous start logged no longer stands for the engine running now.
+NO_CHUNK_BOUND = 1e9
 
 
 def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
-    """The largest chunk budget any engine in this read started with: no step of a chunking
-    engine carries more tokens than that. Nothing where the read shows none, or where an
-    engine said chunking is off (its steps carry whole prompts)."""
-    budgets = [
-        event.values[name]
-        for event in events
-        for kind, name in _CHUNK_BUDGETS
-        if event.kind == kind and name in event.values
-    ]
-    numbers = [float(v) for v in budgets if isinstance(v, int | float) and not isinstance(v, bool)]
-    if not numbers or min(numbers) <= 0:
-        return []
-    return [("log_chunk_budget_tokens", "", max(numbers))]
+    """The chunk budget the engines in this read run with, as of the read's end: no step
+    of a chunking engine carries more tokens than that (the largest, where several engines
+    logged one since the last start). ``NO_CHUNK_BOUND`` after a start that logged none
+    and where chunking is off; nothing where the read shows neither."""
+    current: float | None = None
+    since_start = False  # a start was read, and no budget after it yet
+    for event in events:
+        if event.kind == "server_start":  # a new start (not the same boot's engine line)
+            current, since_start = NO_CHUNK_BOUND, True
+            continue
+        for kind, name in _CHUNK_BUDGETS:
+            value = event.values.get(name) if event.kind == kind else None
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            budget = float(value) if value > 0 else NO_CHUNK_BOUND
+            fresh = current is None or since_start
+            current = budget if fresh else max(current, budget)  # type: ignore[type-var]
+            since_start = False
+    return [] if current is None else [("log_chunk_budget_tokens", "", current)]
 
 
 def _preemptions(

@@ -299,14 +299,24 @@ def _chunk_budget(lines: list[str]) -> float | None:
     return found.get("log_chunk_budget_tokens")
 
 
-def test_the_chunk_budget_is_what_the_engines_started_with_and_nothing_when_one_is_off():
+def test_the_chunk_budget_is_what_the_engines_run_with_and_unbounded_when_one_is_off():
     """SGLang's ``chunked_prefill_size``: 8,192 is a budget; -1 is chunking off (whole
-    prompts in a step: no bound at all, so nothing is recorded, not -1 and not 0); of two
-    engines the larger budget bounds the steps. No start-up line: nothing."""
+    prompts in a step: no bound, recorded as such so an earlier budget stops standing);
+    of two engines the larger budget bounds the steps. Nothing to say: nothing."""
     line = SG_BOOT[4] + SG_BOOT[5]
     assert _chunk_budget([SG.format(0, 1) + line]) == 8192
     off = line.replace("chunked_prefill_size=8192", "chunked_prefill_size=-1")
-    assert _chunk_budget([SG.format(0, 1) + line, SG.format(0, 2) + off]) is None
+    assert _chunk_budget([SG.format(0, 1) + line, SG.format(0, 2) + off]) == observe.NO_CHUNK_BOUND
     bigger = line.replace("chunked_prefill_size=8192", "chunked_prefill_size=16384")
     assert _chunk_budget([SG.format(0, 1) + line, SG.format(0, 2) + bigger]) == 16384
     assert _chunk_budget([SG.format(0, 3) + SG_DECODE]) is None
+
+
+def test_a_restart_that_logs_no_budget_unbinds_the_one_logged_before():
+    """A restart with chunking off logs no chunk line: from its banner on, the budget the
+    previous start logged no longer bounds anything. The banner and the line that
+    follows it in one read are one start: its budget stands."""
+    booted = [SG.format(0, i) + text for i, text in enumerate(SG_BOOT)]
+    assert _chunk_budget(booted) == 8192  # server_args banner, then the budget line
+    restarted = [*booted, SG.format(1, 0) + SG_DECODE, SG.format(2, 0) + SG_BOOT[0]]
+    assert _chunk_budget(restarted) == observe.NO_CHUNK_BOUND
