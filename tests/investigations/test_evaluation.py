@@ -111,15 +111,21 @@ def test_a_slow_router_ranks_first_when_the_engines_are_healthy():
     assert result.find("engine-queue").suggestion == "eliminate"
 
 
-def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
-    observations = {
+def _walkthrough_3(tokens_p99: float) -> dict:
+    """Walkthrough 3's spikes: p99 ITL 310 ms over a healthy 48 ms median, four loaded GPUs
+    at full clock, ``tokens_p99`` tokens a step at p99."""
+    return {
         ("engine", "itl_p99"): [("", flat(0.31))],
         ("engine", "itl_p50"): [("", flat(0.048))],
-        ("engine", "iteration_tokens_p99"): [("", flat(4096 + 40))],
+        ("engine", "iteration_tokens_p99"): [("", flat(tokens_p99))],
         ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(1410)) for g in range(4)],
-        ("dcgm", "gpu_clock_events"): [(f"gpu={g}", flat(0)) for g in range(4)],
         ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(97)) for g in range(4)],  # under load
     }
+
+
+def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
+    observations = _walkthrough_3(4096 + 40)
+    observations[("dcgm", "gpu_clock_events")] = [(f"gpu={g}", flat(0)) for g in range(4)]
     result = evaluate(playbooks()["itl-spikes"], ATLAS, observations, NOW)
     assert result.ranking[0] == "oversized-prefill-chunks"
     assert result.find("tp-straggler").suggestion == "eliminate"  # clocks within 5 %
@@ -132,13 +138,7 @@ def _v1_long_prompts(engine_budget: float | None) -> dict:
     prompt whole at the request's first token (vLLM 0.32, scheduler take_prefill_stats),
     so the p99 reads ~8,000 whatever the chunk budget; ``engine_budget`` is the budget
     its start-up line gave, when the log was followed from the start."""
-    observations = {
-        ("engine", "itl_p99"): [("", flat(0.31))],
-        ("engine", "itl_p50"): [("", flat(0.048))],
-        ("engine", "iteration_tokens_p99"): [("", flat(8000 + 40))],
-        ("dcgm", "gpu_sm_clock_mhz"): [(f"gpu={g}", flat(1410)) for g in range(4)],
-        ("dcgm", "gpu_gpu_util_pct"): [(f"gpu={g}", flat(97)) for g in range(4)],
-    }
+    observations = _walkthrough_3(8000 + 40)
     if engine_budget is not None:
         # Read once, at start-up, an hour before: the check's window is a week.
         observations[("log", "log_chunk_budget_tokens")] = [("", [(NOW - 3600, engine_budget)])]
