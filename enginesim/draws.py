@@ -418,7 +418,12 @@ def _kv_pressure(x: _Ctx, sc: Scenario) -> Scenario:
     # lane can prefill (many seats, a small chunk, long prompts), the queue grows at a half
     # empty cache: a prefill backlog, not KV pressure. So the split keeps the rate the seats
     # serve at most 0.6 of the lane's (a longer output share: more decoding per prompt).
-    fraction, overload = x.rng.uniform(0.65, 0.85), x.rng.uniform(1.05, 1.35)
+    # The prompt's share of a request runs from long-output work (reasoning, long answers:
+    # a quarter; the real CPU vLLM's KV storm, 300-token prompts for 600 tokens, is a third)
+    # to prompt-heavy chat and RAG (0.85). Only the prompt-heavy end was drawn before, and a
+    # storm's survivors near their full length, which only long outputs make far from
+    # "prompt plus half the output", was never seen here though the real engine showed it.
+    fraction, overload = x.rng.uniform(0.25, 0.85), x.rng.uniform(1.05, 1.35)
     while True:
         total = capacity * occupancy / x.seats / (fraction + (1 - fraction) / 2)
         prompt = total * fraction
@@ -563,16 +568,25 @@ def _tp_straggler(x: _Ctx, sc: Scenario) -> Scenario:
 
 @_scales("kv-block-leak")
 def _kv_block_leak(x: _Ctx, sc: Scenario) -> Scenario:
-    """A peak/off-peak cycle; the leak holds half the cache after 10-20 minutes."""
-    peak = x.rate_for(770, 216, x.rng.uniform(0.45, 0.7))
+    """A peak/off-peak cycle; the leak holds half the cache after 10-20 minutes.
+
+    Outputs run from chat's (the generic 180 tokens) to long answers four times that: a
+    leak must stay told apart from pressure where running requests hold long, growing
+    contexts (and a storm's survivors sit near their full length)."""
+    output = x.rng.uniform(180, 720)
+    mean_output = output * math.exp(0.6**2 / 2)  # the generic spread, lognormal mean
+    peak = x.rate_for(770, mean_output, x.rng.uniform(0.45, 0.7))
     period = 300.0
     rate = RateProfile(((0.0, 0.2 * peak), (period / 2, peak), (period, 0.2 * peak)), period)
     capacity = x.c.kv_budget_bytes_per_rank // x.c.kv_bytes_per_token
     fill_s = x.rng.uniform(600, 1200)
     finishes = 0.6 * peak * fill_s
-    leak = min(0.5, 0.5 * capacity / (finishes * (700 + 180)))
-    x.notes.update(kv_leak_fraction=leak)
-    wl = replace(WorkloadSpec(), rate=rate)
+    leak = min(0.5, 0.5 * capacity / (finishes * (700 + output)))
+    x.notes.update(kv_leak_fraction=leak, leak_output_median=output)
+    spec = WorkloadSpec()
+    wl = replace(
+        spec, rate=rate, output=replace(spec.output, median=output, hi=int(1500 * output / 180))
+    )
     return replace(sc, workload=wl, config={**sc.config, "kv_leak_fraction": leak})
 
 
