@@ -244,6 +244,25 @@ def test_prefill_ceiling_sits_on_a_bucket_bound_the_histogram_can_decide(slowdow
     assert chunk * third < incident.itl_ceiling_ms < prompt / third
 
 
+def test_without_a_bound_in_the_middle_third_one_near_either_tail_still_serves():
+    """A CI run: the fixed engine read a p99 of 38.9 ms in the 25-50 ms bucket against a
+    42 ms geometric ceiling, no bound in the middle third (37-47 ms here), and the
+    verification could not decide. A bound a tenth clear of both tails (50 ms, under the
+    unfixed 59 ms) is decided by the counts."""
+    machine = EngineCosts(0.02, 3.0, 0.05, kv_tokens=12288, block_size=128,
+                          max_model_len=2048)  # fmt: skip
+    incident = prefill_load(machine, tail_floor_ms=24, itl_bounds_ms=VLLM_ITL_BOUNDS_MS)
+    chunk, prompt = 0.02 * 256, 0.02 * 1750
+    fixed, unfixed = 24 + chunk, 24 + prompt
+    third = (unfixed / fixed) ** (1 / 3)
+    assert not any(fixed * third < b < unfixed / third for b in VLLM_ITL_BOUNDS_MS)
+    assert incident.itl_ceiling_ms == 50
+    assert fixed * 1.1 < incident.itl_ceiling_ms < unfixed / 1.1
+    # No bound near either tail: the geometric middle stands.
+    sparse = prefill_load(machine, tail_floor_ms=24, itl_bounds_ms=(25, 75))
+    assert sparse.itl_ceiling_ms == pytest.approx(math.sqrt(fixed * unfixed))
+
+
 def test_decidable_threshold_is_the_nearest_bound_in_range_or_none():
     from deployments.calibration import decidable_threshold
 
