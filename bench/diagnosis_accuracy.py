@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +70,7 @@ def _diagnosis_class():
             rep = d.replicas[0]
             eng = rep.engine
             for endpoint in self.endpoints:
-                headers: dict[str, str] = {}
+                nxt = None
                 if endpoint.kind == "engine":
                     if not eng.is_up:
                         endpoint.errors.append("HTTP 503")
@@ -86,8 +85,8 @@ def _diagnosis_class():
                     body = dcgm.render(rep.gpus, rep.hostname, d.now()).encode()
                 else:
                     body, nxt, _ = eng.log.read(endpoint.offset, 1 << 20)
-                    headers["x-log-next-offset"] = str(nxt)
-                self._observe(endpoint, SimpleNamespace(body=body, headers=headers), now)
+                if self._observe(endpoint, body, now) and nxt is not None:
+                    endpoint.offset = nxt  # a followed log continues where this read ended
 
     return InProcessDiagnosis
 

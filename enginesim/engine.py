@@ -436,7 +436,11 @@ class Engine:
         self._win_dram += (
             cost.decode_s * 0.7 + cost.attention_s * 0.9 + cost.prefill_s * 0.3
         ) * worst
-        m.iteration_tokens.observe(num_tokens)
+        at_first_token = self.flavour.step_tokens_at_first_token
+        if not at_first_token:
+            m.iteration_tokens.observe(num_tokens)
+        first_prompts = 0  # prompt tokens computed for the requests whose first token is out
+        generated_before = m.generation_tokens
         kind = "prefill" if prefill_tokens else "decode"
         m.graph_passes[f"{kind}_{'cuda_graph' if graph else 'none'}"] += 1
         # Decode tokens: every decoding request saw this whole step as its inter-token gap.
@@ -463,6 +467,7 @@ class Engine:
                     m.prompt_tokens += r.prompt_len
                     self._stats_prompt += r.prompt_len
                     m.prompt_tokens_cached += r.cached_tokens
+                    first_prompts += r.prompt_len - r.cached_tokens
                 else:
                     m.itl.observe(end - r.last_token_s)
                 r.last_token_s = end
@@ -474,6 +479,11 @@ class Engine:
         for r in sched.pop_finished(s):
             r.last_token_s = end
             self._finish(r, end)
+        if at_first_token:
+            # A step whose outputs are none (prefill chunks only) records nothing.
+            out_batch = first_prompts + m.generation_tokens - generated_before
+            if out_batch:
+                m.iteration_tokens.observe(out_batch)
         self.steps.append((s, t, dur, tuple(chunks), n_dec, context, slow, pause, graph))
         self.step_idx = s + 1
         self.t = end

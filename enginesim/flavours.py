@@ -242,6 +242,10 @@ class Flavour:
     buckets: Mapping[str, Sequence[float]] = field(default_factory=dict)
     # (engine, port) -> JSON of GET /server_info (alias /get_server_info); None answers 404.
     server_info: Callable[[Any, int], dict[str, Any]] | None = None
+    # vLLM V1 observes ``iteration_tokens_total`` per batch of outputs as the prompt tokens
+    # computed for requests whose first token came out plus the tokens generated (0.32
+    # loggers.py): a prompt counts whole at its first token, not per chunk a step carried.
+    step_tokens_at_first_token: bool = False
 
 
 _VLLM_BUCKETS = MappingProxyType(
@@ -253,7 +257,15 @@ _VLLM_BUCKETS = MappingProxyType(
     }
 )
 FLAVOURS: tuple[Flavour, ...] = (
-    Flavour("vllm-v1", "vllm", "0.33.0", vllm.render_v1, VllmLogs(), _VLLM_BUCKETS),
+    Flavour(
+        "vllm-v1",
+        "vllm",
+        "0.33.0",
+        vllm.render_v1,
+        VllmLogs(),
+        _VLLM_BUCKETS,
+        step_tokens_at_first_token=True,
+    ),
     Flavour("vllm-v0", "vllm", "0.33.0", vllm.render_v0, VllmLogs(v0=True), _VLLM_BUCKETS),
     Flavour(
         "sglang",

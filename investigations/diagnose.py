@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from deployments.budget import Budget
 from investigations.evaluation import CheckResult, Evaluation, NodeResult, bucket_json, evaluate
@@ -21,7 +22,7 @@ from investigations.playbook import Playbook
 from probes.collect import fetch_all, query_all
 from probes.kinds import Fetch, ProbeKind, Read, by_option
 from probes.logfile import LogOffsetError
-from probes.net import FetchPolicy
+from probes.net import FetchPolicy, ProbeError
 
 MAX_CYCLES = 1000
 MAX_UNRECOGNISED_SHOWN = 5
@@ -75,13 +76,22 @@ class Diagnosis:
     def cycle(self, now: float | None = None) -> None:
         """Poll every endpoint once (concurrently) and keep what they said."""
         now = time.time() if now is None else now
-        scraped = [e for e in self.endpoints if by_option(e.kind).fetch is not Fetch.PROMQL]
+        scraped = [e for e in self.endpoints if by_option(e.kind).fetch is Fetch.GET]
         requests = [(str(e.index), self._url(e)) for e in scraped]
         for fetched, endpoint in zip(fetch_all(requests, self.policy), scraped, strict=True):
             if fetched.error is not None:
                 endpoint.errors.append(str(fetched.error))
                 continue
-            self._observe(endpoint, fetched.result, now)
+            result = fetched.result
+            kind = by_option(endpoint.kind)
+            if self._observe(endpoint, result.body, now) and kind.follows:
+                try:
+                    endpoint.offset = kind.next_offset(endpoint.offset, result.body, result.headers)
+                except LogOffsetError as exc:  # the relay's offset is not one: say so, keep ours
+                    endpoint.errors.append(str(exc))
+        for endpoint in self.endpoints:
+            if by_option(endpoint.kind).fetch is Fetch.HOST:
+                self._read_here(endpoint, now)
         jobs = [
             (str(e.index), name, e.url, promql)
             for e in self.endpoints
@@ -101,26 +111,38 @@ class Diagnosis:
     def _url(self, endpoint: Endpoint) -> str:
         return by_option(endpoint.kind).url(endpoint.url, endpoint.offset)
 
-    def _observe(self, endpoint: Endpoint, result, now: float) -> None:
-        """One fetched body through its kind's observer, as the Celery path does: the
-        windowed history and a followed log's state are what the poll rows would hold."""
+    def _read_here(self, endpoint: Endpoint, now: float) -> None:
+        """A host kind (an engine log file) read where the command runs, as a worker on
+        that host would. The path is the operator's own, so the only root is its folder."""
         kind = by_option(endpoint.kind)
-        read = _read(result.body, now, self.window_s, endpoint.history, endpoint.previous)
+        if kind.read_here is None:  # diagnose only offers host kinds that read here
+            raise ValueError(f"{kind.value} targets cannot be read by diagnose")
+        path = Path(endpoint.url)
+        try:
+            here = kind.read_here(str(path), endpoint.offset, (path.resolve().parent,))
+        except ProbeError as exc:
+            endpoint.errors.append(str(exc))
+            return
+        if self._observe(endpoint, here.body, now) and here.next_offset is not None:
+            endpoint.offset = here.next_offset
+
+    def _observe(self, endpoint: Endpoint, body, now: float) -> bool:
+        """One body through its kind's observer, as the Celery path does: the windowed
+        history and a followed log's state are what the poll rows would hold. False
+        (and the error kept) when the body was unusable."""
+        kind = by_option(endpoint.kind)
+        read = _read(body, now, self.window_s, endpoint.history, endpoint.previous)
         try:
             seen = _observer(kind)(read)
         except ValueError as exc:  # every parser's "unusable" error is a ValueError
             endpoint.errors.append(f"unusable response: {exc}")
-            return
+            return False
         endpoint.history = [*endpoint.history, (now, seen.snapshot)][-64:]
         endpoint.previous = seen.snapshot
         room = MAX_UNRECOGNISED_SHOWN - len(endpoint.unrecognised)
         endpoint.unrecognised.extend(seen.snapshot.get("unrecognised", [])[: max(room, 0)])
-        if kind.follows:
-            try:
-                endpoint.offset = kind.next_offset(endpoint.offset, result.body, result.headers)
-            except LogOffsetError as exc:  # the relay's offset is not one: say so, keep ours
-                endpoint.errors.append(str(exc))
         self._add(kind.source.name, endpoint, now, seen.observations)
+        return True
 
     def add_artifact(self, label: str, analysis: dict, now: float | None = None) -> None:
         """An analysed profiler artifact's signals as evidence at ``now`` (source artifact)."""

@@ -183,7 +183,8 @@ class ProbeKind:
 # --- The sources and their signal vocabularies ---------------------------------------
 
 _HISTOGRAMS = (
-    "ttft|itl|e2e|queue_time|prefill_time|decode_time|iteration_tokens|request_preemptions"
+    "ttft|itl|e2e|queue_time|prefill_time|decode_time|iteration_tokens|output_batch_tokens"
+    "|request_preemptions"
     "|prefill_kv_computed_tokens|kv_block_lifetime|kv_block_idle_before_evict|kv_block_reuse_gap"
 )
 _GAUGES = (
@@ -203,7 +204,7 @@ ENGINE = Source(
     # probes/parsing/engine.py's canonical keys as probes/observe.py names them.
     re.compile(
         rf"^({_GAUGES}|scrape_span_s|(prompt|output)_tokens_per_request|({_COUNTERS})_rate"
-        rf"|({_HISTOGRAMS})_((p50|p95|p99)(_lo|_hi)?|mean|count_rate|window_count))$"
+        rf"|({_HISTOGRAMS})_((p50|p95|p99)(_lo|_hi)?|mean|count_rate|window_count|max_hi))$"
     ),
     values=Values.DERIVED,
     companions=True,
@@ -334,6 +335,7 @@ KINDS: tuple[ProbeKind, ...] = (
         observe=_log,
         follows=True,
         read_here=_read_log_file,
+        option="log-file",
     ),
     ProbeKind(
         "nvml",

@@ -18,6 +18,11 @@ from probes.parsing import dcgm, engine, logevents, nvml_reading, sglang_info, w
 from probes.parsing.exposition import Labels, parse_exposition
 
 QUANTILES = (0.5, 0.95, 0.99)
+# Histograms whose largest observation in the window is bounded too: ``{key}_max_hi``, the
+# upper bound of the highest bucket that counted any (a quantile sees no share under
+# 1 - q, the top bucket sees every observation). vLLM V1's batches of outputs bound the
+# tokens a step carried from above: where none passed 1.1x the chunk budget, no step did.
+TOP_BUCKET_KEYS = frozenset({"output_batch_tokens"})
 Observation = tuple[str, str, float]  # (signal, labels, value)
 
 
@@ -132,6 +137,7 @@ def _columnar(layout: window.Layout, matrix: list, grid: windowed.Grid) -> list[
         end = at + len(bounds)
         bucket_values = dict(zip(les, columns[at:end], strict=True))
         counts, sums = columns[end], columns[end + 1]
+        top = grid.quantiles_and_buckets((1.0,), bucket_values) if key in TOP_BUCKET_KEYS else ()
         out.extend(
             _histogram_figures(
                 key,
@@ -139,6 +145,7 @@ def _columnar(layout: window.Layout, matrix: list, grid: windowed.Grid) -> list[
                 grid.rate(counts),
                 grid.rate(sums),
                 grid.observed_increase(counts),
+                _top_bound(top),
             )
         )
         at = end + 2
@@ -160,6 +167,7 @@ def _histogram_observations(
     if on_grid is not None:
         bucket_values, counts, sums = on_grid
         quantiles = grid.quantiles_and_buckets(QUANTILES, bucket_values)
+        top = grid.quantiles_and_buckets((1.0,), bucket_values) if key in TOP_BUCKET_KEYS else ()
         count_rate, sum_rate = grid.rate(counts), grid.rate(sums)
         counted = grid.observed_increase(counts)
     else:
@@ -176,10 +184,24 @@ def _histogram_observations(
         quantiles = windowed.histogram_quantiles_and_buckets_over_window(
             QUANTILES, bucket_points, window_s, now_ts
         )
+        top = (
+            windowed.histogram_quantiles_and_buckets_over_window(
+                (1.0,), bucket_points, window_s, now_ts
+            )
+            if key in TOP_BUCKET_KEYS
+            else ()
+        )
         count_rate = windowed.rate(count_points, window_s, now_ts)
         sum_rate = windowed.rate(sum_points, window_s, now_ts)
         counted = windowed.observed_increase(count_points, window_s, now_ts)
-    return _histogram_figures(key, quantiles, count_rate, sum_rate, counted)
+    return _histogram_figures(key, quantiles, count_rate, sum_rate, counted, _top_bound(top))
+
+
+def _top_bound(top: Sequence[tuple[float, tuple[float, float] | None]]) -> float | None:
+    """The upper bound of the bucket holding the window's largest observation, or None."""
+    if not top or top[0][1] is None:
+        return None
+    return top[0][1][1]
 
 
 def _histogram_figures(
@@ -188,9 +210,12 @@ def _histogram_figures(
     count_rate: float | None,
     sum_rate: float | None,
     counted: float | None,
+    top: float | None = None,
 ) -> list[Observation]:
     """One histogram's windowed figures as observations (non-finite ones left out)."""
     out: list[Observation] = []
+    if _finite(top):
+        out.append((f"{key}_max_hi", "", top))
     for q, (value, bucket) in zip(QUANTILES, quantiles, strict=True):
         if _finite(value):
             name = f"{key}_p{round(q * 100)}"

@@ -97,7 +97,7 @@ UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"_w$"), "W"),
     (re.compile(r"tokens_rate$"), "tokens/s"),
     (re.compile(r"_rate$"), "/s"),
-    (re.compile(r"tokens_p[0-9]{2}(_lo|_hi)?$"), "tokens"),
+    (re.compile(r"tokens_(p[0-9]{2}(_lo|_hi)?|max_hi)$"), "tokens"),
     (re.compile(r"_p[0-9]{2}(_lo|_hi)?$|_mean$|_s$"), "s"),
     (re.compile(r"usage$"), "fraction"),
     (re.compile(r"^requests_"), "requests"),

@@ -216,7 +216,7 @@ _VLLM_HISTOGRAMS = {
     "queue_time": _ws("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests"),
     "prefill_time": _ws("vllm:request_prefill_time_seconds"),
     "decode_time": _ws("vllm:request_decode_time_seconds"),
-    # Tokens per engine step: a histogram although the name ends in _total.
+    # Tokens per engine step (V0): a histogram although the name ends in _total.
     "iteration_tokens": _ws("vllm:iteration_tokens_total"),
     "request_preemptions": _ws("vllm:request_num_preemptions"),
     "prefill_kv_computed_tokens": _ws("vllm:request_prefill_kv_computed_tokens"),
@@ -232,6 +232,17 @@ _VLLM_INFO = {
         "num_gpu_blocks": "kv_blocks",
         "kv_cache_max_concurrency": "kv_max_concurrency",
     }
+}
+# V1 observes the same family once per batch of outputs, as the prompt tokens it computed
+# for the requests whose *first* token came out plus the tokens generated
+# (``IterationStats.prompt_token_stats.computed + num_generation_tokens``, 0.32 loggers):
+# a prompt counts whole at its first token, whatever chunks it was prefilled in. A
+# 2,048-token engine serving 8,000-token prompts reads 8,000 "per step". Read as tokens
+# per step it confirmed oversized chunks on engines chunking as told; it is its own
+# signal, an upper bound on the tokens a step carried (it can rule big steps out, never in).
+_VLLM_V1_HISTOGRAMS = {
+    **{k: v for k, v in _VLLM_HISTOGRAMS.items() if k != "iteration_tokens"},
+    "output_batch_tokens": _VLLM_HISTOGRAMS["iteration_tokens"],
 }
 # Families only a V1 engine emits (any version): with them, no engine label is needed.
 _V1_ONLY = frozenset(
@@ -387,7 +398,11 @@ FLAVOURS: tuple[Flavour, ...] = (
         ignored=SGLANG_IGNORED,
         info_endpoint=InfoEndpoint("sglang_info", sglang_budget_values),
     ),
-    Flavour(key=VLLM_V1, detect=_detect_vllm_v1, **_VLLM_TABLES),
+    Flavour(
+        key=VLLM_V1,
+        detect=_detect_vllm_v1,
+        **{**_VLLM_TABLES, "histograms": MappingProxyType(_VLLM_V1_HISTOGRAMS)},
+    ),
     Flavour(key=VLLM_V0, detect=_detect_vllm, **_VLLM_TABLES),
 )
 _BY_KEY = {f.key: f for f in FLAVOURS}

@@ -110,7 +110,10 @@ def test_prefill_unchunked(harness):
         dict(a.buckets("vllm:iteration_tokens_total")),
         dict(b.buckets("vllm:iteration_tokens_total")),
     )
-    assert it_b[1024.0] - it_a[1024.0] == it_b[math.inf] - it_a[math.inf]
+    # V1 books each prompt whole in the batch where its first token comes out (vLLM 0.32
+    # loggers): chunked at 512, the 8k-15k prompts still read over 4,096 "tokens". The V0
+    # test below shows the steps themselves.
+    assert it_b[math.inf] - it_a[math.inf] > it_b[4096.0] - it_a[4096.0]
 
 
 def test_prefill_unchunked_v0_counts_the_tokens_each_step_scheduled(harness):

@@ -263,3 +263,31 @@ def test_the_text_output_lists_the_unrecognised_lines(relay):
     text = out.getvalue()
     assert "unrecognised error lines in" in text
     assert "Engine core initialization failed" in text
+
+
+def test_a_log_file_on_this_host_reads_as_the_same_log_over_http(relay, tmp_path):
+    """``--log-file PATH``: the engine's log where the command runs (the real engine's test
+    bed, a commander on the GPU host), read as a host worker reads it, from its start."""
+    excerpt = "vllm_logs/v1_0.11.0_nv25.11_startup_bulleted_paste.log"
+    over_http = _diagnose(relay, "itl-spikes", excerpt)
+    out = StringIO()
+    call_command(
+        "diagnose", "--symptom", "itl-spikes", "--log-file", str(REAL / excerpt),
+        "--interval", "0.1", "--cycles", "2", "--json", stdout=out,
+    )  # fmt: skip
+    from_file = json.loads(out.getvalue())
+    budget = _check(from_file, "oversized-prefill-chunks", "engine-chunk-budget")
+    assert budget["measured"] == 2048  # the posted start-up line
+    same = _check(over_http, "oversized-prefill-chunks", "engine-chunk-budget")
+    assert (budget["outcome"], budget["measured"]) == (same["outcome"], same["measured"])
+    assert from_file["ranking"] == over_http["ranking"]
+
+
+def test_a_missing_log_file_is_refused_before_anything_runs(tmp_path):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="not a readable file"):
+        call_command(
+            "diagnose", "--symptom", "itl-spikes", "--log-file", str(tmp_path / "none.log"),
+            "--cycles", "1", "--json", stdout=StringIO(),
+        )  # fmt: skip

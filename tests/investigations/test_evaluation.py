@@ -133,12 +133,16 @@ def test_walkthrough_3_oversized_chunks_and_the_strict_budget():
     assert result.find("oversized-prefill-chunks").fix.parameters["max_num_batched_tokens"] == 512
 
 
-def _v1_long_prompts(engine_budget: float | None) -> dict:
-    """vLLM V1 serving 8,000-token prompts: its "tokens per step" histogram observes each
-    prompt whole at the request's first token (vLLM 0.32, scheduler take_prefill_stats),
-    so the p99 reads ~8,000 whatever the chunk budget; ``engine_budget`` is the budget
-    its start-up line gave, when the log was followed from the start."""
-    observations = _walkthrough_3(8000 + 40)
+def _v1_long_prompts(engine_budget: float | None, batch_max: float = 8192) -> dict:
+    """vLLM V1 serving 8,000-token prompts: it has no per-step histogram; the family V0
+    used for one observes each prompt whole at the request's first token (vLLM 0.32
+    loggers: computed prompt tokens + generated tokens per batch of outputs), read as
+    ``output_batch_tokens``, so its top bucket is 8,192 whatever the chunk budget;
+    ``engine_budget`` is the budget its start-up line gave, when the log was followed
+    from the start."""
+    observations = _walkthrough_3(0)
+    del observations[("engine", "iteration_tokens_p99")]
+    observations[("engine", "output_batch_tokens_max_hi")] = [("", flat(batch_max))]
     if engine_budget is not None:
         # Read once, at start-up, an hour before: the check's window is a week.
         observations[("log", "log_chunk_budget_tokens")] = [("", [(NOW - 3600, engine_budget)])]
@@ -147,7 +151,7 @@ def _v1_long_prompts(engine_budget: float | None) -> dict:
 
 def test_an_engine_chunking_at_the_teams_budget_cannot_carry_oversized_chunks():
     """The engine's own start-up line (512 tokens a step, the team's budget) rules the
-    cause out however many tokens V1's histogram says a step carried."""
+    cause out however many tokens V1 counts for a batch of outputs."""
     tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(512), NOW)
     chunks = tree.find("oversized-prefill-chunks")
     assert chunks.suggestion == "eliminate"
@@ -155,21 +159,42 @@ def test_an_engine_chunking_at_the_teams_budget_cannot_carry_oversized_chunks():
     assert tree.ranking[0] != "oversized-prefill-chunks"
 
 
-def test_an_engine_chunking_beyond_the_teams_budget_leaves_the_histogram_to_decide():
-    """8,192 tokens a step against the team's 512: the veto does not rule out, and the
-    tokens-per-step check confirms as it did before."""
+def test_an_engine_chunking_beyond_the_teams_budget_with_prompts_that_long_confirms():
+    """8,192 tokens a step allowed against the team's 512, and batches of outputs of
+    8,000-token prompts (V1's bound not ruling big steps out): the cause."""
     tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(8192), NOW)
-    assert tree.find("oversized-prefill-chunks").suggestion == "confirm"
+    chunks = tree.find("oversized-prefill-chunks")
+    outcomes = {c.id: c.outcome for c in chunks.checks}
+    assert outcomes["engine-chunk-budget"] == "confirm"
+    assert outcomes["output-batch-max"] == "inconclusive"
+    assert outcomes["tokens-per-step-p99"] == "inconclusive"  # no V0 histogram: no data
+    assert chunks.suggestion == "confirm"
     assert tree.ranking[0] == "oversized-prefill-chunks"
 
 
-def test_without_the_start_up_line_the_optional_veto_is_silent():
-    """No log read from the start: nothing says what the engine's budget is, which neither
-    rules the cause out nor holds its confirmation back (absence is not evidence)."""
+def test_v1s_whole_prompt_count_alone_confirms_nothing():
+    """No log read from the start: V1's 8,000 "tokens" are prompts counted whole, which an
+    engine chunking at 512 reads too. It was read as tokens per step and confirmed the
+    cause; it neither confirms nor rules out (absence of the per-step figure is not
+    evidence), and the cause stays ranked on its prior."""
     tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(None), NOW)
     chunks = tree.find("oversized-prefill-chunks")
-    assert {c.id: c.outcome for c in chunks.checks}["engine-chunk-budget"] == "inconclusive"
-    assert chunks.suggestion == "confirm"
+    outcomes = {c.id: c.outcome for c in chunks.checks}
+    assert outcomes["engine-chunk-budget"] == "inconclusive"
+    assert outcomes["output-batch-max"] == "inconclusive"
+    assert chunks.suggestion == "inconclusive"
+
+
+def test_v1_batches_of_outputs_within_the_budget_rule_oversized_steps_out():
+    """An upper bound: a step's prompt tokens are counted, whole, in the batch where the
+    prompt's first token comes out. If no batch's top bucket passes 1.1x the budget (512
+    against 563), no step carried an oversized chunk; one bucket up (1,024) says nothing."""
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(None, 512), NOW)
+    chunks = tree.find("oversized-prefill-chunks")
+    assert {c.id: c.outcome for c in chunks.checks}["output-batch-max"] == "eliminate"
+    assert chunks.suggestion == "eliminate"
+    wider = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(None, 1024), NOW)
+    assert wider.find("oversized-prefill-chunks").suggestion == "inconclusive"
 
 
 def test_a_throttled_rank_is_a_straggler():

@@ -279,6 +279,10 @@ def test_a_p99_below_the_budget_does_not_rule_out_one_oversized_step_in_a_hundre
     assert over.find("oversized-prefill-chunks").checks[0].outcome == "confirm"
 
 
+def _by_id(node, check_id: str):
+    return next(c for c in node.checks if c.id == check_id)
+
+
 @pytest.mark.parametrize(
     ("steps", "outcome"),
     [(None, "inconclusive"), (200, "inconclusive"), (299, "inconclusive"), (300, "eliminate")],
@@ -291,7 +295,7 @@ def test_a_traces_slowest_step_rules_out_a_rare_cause_only_from_enough_steps(ste
     if steps is not None:
         view[("artifact", "artifact_step_count")] = [("", [(NOW - 60, float(steps))])]
     result = evaluate(playbooks()["itl-spikes"], ATLAS, view, NOW)
-    check = result.find("oversized-prefill-chunks").checks[1]
+    check = _by_id(result.find("oversized-prefill-chunks"), "prefill-step-excess")
     assert check.outcome == outcome
     if outcome == "inconclusive":
         assert check.held == "rare" and "needs ≥ 300 steps" in check.reason
@@ -302,7 +306,9 @@ def test_only_the_eliminating_side_asks_for_the_rare_share():
     view[("artifact", "artifact_prefill_step_excess_ms")] = [("", [(NOW - 60, 500.0)])]
     view[("artifact", "artifact_step_count")] = [("", [(NOW - 60, 50.0)])]
     result = evaluate(playbooks()["itl-spikes"], ATLAS, view, NOW)
-    assert result.find("oversized-prefill-chunks").checks[1].outcome == "confirm"
+    assert _by_id(result.find("oversized-prefill-chunks"), "prefill-step-excess").outcome == (
+        "confirm"
+    )
 
 
 def test_the_max_of_quantiles_lies_between_the_largest_bounds():

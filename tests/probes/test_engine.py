@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from probes.parsing.engine import detect_flavour, engine_signals
@@ -65,7 +67,9 @@ def test_vllm_v1_aggregates_across_engines_and_reads_buckets_from_scrape():
     itl = sig.histograms["itl"]
     assert itl.count == sum(h.count for _, h in itl.per_rank)
     assert [b for b, _ in itl.buckets][:3] == [0.01, 0.025, 0.05]
-    assert sig.histograms["iteration_tokens"].buckets[-2][0] == 16384
+    # V1's "iteration tokens" count prompts whole at their first token: not per step.
+    assert "iteration_tokens" not in sig.histograms
+    assert sig.histograms["output_batch_tokens"].buckets[-2][0] == 16384
     assert 0 < bucket_quantile(0.95, sig.histograms["ttft"].buckets) < 2560
 
 
@@ -117,3 +121,40 @@ def test_detect_flavour_old_sglang_name_label():
     exp = parse_exposition(text)
     assert detect_flavour(exp) == "sglang"
     assert engine_signals(exp).model_names == ("/models/x",)
+
+
+REAL_V1 = Path(__file__).resolve().parents[1] / "realengine" / "captures"
+
+
+def test_a_real_v1_scrape_reads_its_iteration_tokens_as_batches_of_outputs():
+    """vLLM 0.32 on CPU, 1,600-1,900-token prompts under a 2,048-token budget: the family
+    books each prompt whole where its first token comes out (loggers.py: computed prompt
+    tokens + generated tokens), 56 of 4,450 observations in (1024, 2048]. It is kept as
+    ``output_batch_tokens``, an upper bound on a step's tokens, never as tokens per step."""
+    text = (REAL_V1 / "vllm-0.32-cpu-long-prefill.metrics.txt").read_text()
+    sig = engine_signals(parse_exposition(text))
+    assert sig.flavour == "vllm-v1"
+    assert "iteration_tokens" not in sig.histograms
+    batches = sig.histograms["output_batch_tokens"]
+    assert sig.sources["output_batch_tokens"] == "vllm:iteration_tokens_total"
+    assert batches.count == 4450
+    assert dict(batches.buckets)[2048.0] - dict(batches.buckets)[1024.0] == 56
+
+
+def test_a_v0_scrape_keeps_its_per_step_histogram():
+    text = "\n".join(
+        [
+            "# TYPE vllm:gpu_cache_usage_perc gauge",
+            "vllm:gpu_cache_usage_perc 0.5",
+            "# TYPE vllm:iteration_tokens_total histogram",
+            'vllm:iteration_tokens_total_bucket{le="512.0"} 9',
+            'vllm:iteration_tokens_total_bucket{le="+Inf"} 10',
+            "vllm:iteration_tokens_total_sum 3000",
+            "vllm:iteration_tokens_total_count 10",
+            "",
+        ]
+    )
+    sig = engine_signals(parse_exposition(text))
+    assert sig.flavour == "vllm-v0"
+    assert sig.histograms["iteration_tokens"].count == 10
+    assert "output_batch_tokens" not in sig.histograms

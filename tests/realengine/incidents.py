@@ -61,13 +61,15 @@ def write_budget(folder: Path, name: str, constants: dict) -> Path:
 
 
 def diagnose(symptom: str, metrics_url: str, budget: Path, *, cycles: int = 2,
-             interval_s: float = 5.0) -> dict:  # fmt: skip
-    """``manage.py diagnose --json`` for ``cycles`` poll cycles; the parsed report."""
+             interval_s: float = 5.0, log_file: Path | None = None) -> dict:  # fmt: skip
+    """``manage.py diagnose --json`` for ``cycles`` poll cycles (and the engine's log file,
+    read from its start, where given); the parsed report."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    log = ["--log-file", str(log_file)] if log_file is not None else []
     done = subprocess.run(
         [sys.executable, "manage.py", "diagnose", "--symptom", symptom, "--engine", metrics_url,
-         "--deployment", str(budget), "--cycles", str(cycles), "--interval", str(interval_s),
-         "--json"],
+         *log, "--deployment", str(budget), "--cycles", str(cycles), "--interval",
+         str(interval_s), "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=DIAGNOSE_TIMEOUT_S,
         check=False,
     )  # fmt: skip

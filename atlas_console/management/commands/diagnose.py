@@ -25,13 +25,25 @@ from probes.policy import fetch_policy
 MAX_DEPLOYMENT_FILE = 64 * 1024
 
 
+def _dest(option: str) -> str:
+    """argparse's attribute for ``--option`` (``log-file`` -> ``log_file``)."""
+    return option.replace("-", "_")
+
+
 class Command(BaseCommand):
     help = "Diagnose a symptom against live endpoints without a worker."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--symptom", required=True, help=", ".join(sorted(playbooks())))
         for option in kinds.options():  # one per probe kind diagnose can read
-            parser.add_argument(f"--{option}", action="append", default=[], metavar="URL")
+            here = kinds.by_option(option).fetch is kinds.Fetch.HOST
+            parser.add_argument(
+                f"--{option}",
+                action="append",
+                default=[],
+                dest=_dest(option),
+                metavar="PATH" if here else "URL",
+            )
         parser.add_argument(
             "--artifact",
             action="append",
@@ -50,15 +62,21 @@ class Command(BaseCommand):
             playbook = get_playbook(options["symptom"])
         except PlaybookError as exc:
             raise CommandError(str(exc)) from None
-        endpoints = [(option, url) for option in kinds.options() for url in options[option]]
+        endpoints = [
+            (option, where) for option in kinds.options() for where in options[_dest(option)]
+        ]
         if not endpoints and not options["artifact"]:
             named = ", ".join(f"--{option}" for option in kinds.options())
             raise CommandError(f"give at least one {named} URL or --artifact")
-        for _, url in endpoints:
+        for option, where in endpoints:
+            if kinds.by_option(option).fetch is kinds.Fetch.HOST:
+                if not Path(where).is_file():
+                    raise CommandError(f"{where}: not a readable file")
+                continue
             try:
-                validate_url(url)
+                validate_url(where)
             except ProbeError as exc:
-                raise CommandError(f"{url}: {exc.message}") from None
+                raise CommandError(f"{where}: {exc.message}") from None
         if not 0.1 <= options["interval"] <= 3600:
             raise CommandError("--interval must be between 0.1 and 3600 seconds")
         budget = self._budget(options["deployment"])
