@@ -25,7 +25,7 @@ from investigations.expressions import FUNCTIONS, ExpressionError, Missing
 from investigations.playbook import Check, Condition, Criterion, Fix, Hypothesis, Measure, Playbook
 from probes.engine_promql import STANDS_IN
 from probes.parsing.logevents import UNRECOGNISED
-from probes.vocabulary import companions, signal_kind
+from probes.vocabulary import UNKNOWN_MARKS, companions, signal_kind
 
 # The vocabulary (``investigations.choices``) bound once: an Enum attribute lookup costs
 # about 1 µs on Python 3.11, ten times a module global, and the walk compares outcomes
@@ -433,6 +433,8 @@ def gather(measure: Measure, observations: Observations, now: float) -> Evidence
         value = None
     if not labelled:
         return Evidence(None, kind, withheld=withheld)
+    if value is not None and UNKNOWN_MARKS.get((measure.source, measure.signal)) == value:
+        return Evidence(None, kind, withheld="not known since the engine last started")
     spans = [
         _span(kind, measure, observations, labels, points, roles) for labels, points in labelled
     ]
@@ -679,7 +681,12 @@ def expected_values(budget: b.Budget, observations: Observations, now: float) ->
     if avg_prompt and (first_tokens := observed_rate(observations, "ttft", now)) is not None:
         lane_rate = avg_prompt * first_tokens
     prefill_wall_s = prefill_wall(budget, avg_prompt, lane_rate, decoding or 0.0, clock_stretch)
+    # The chunk budget the engine logged at its last start (vLLM's "Chunked prefill is
+    # enabled with max_num_batched_tokens=N", SGLang's chunked_prefill_size), None where no
+    # log says or the last start's line is not read yet (vocabulary.UNKNOWN_MARKS).
+    logged = gather(Measure("log_chunk_budget_tokens", "log", "last", 604800), observations, now)
     return {
+        "expected.engine_chunk_budget_tokens": logged.value,
         "expected.prefill_wall_s": prefill_wall_s,
         "expected.clock_stretch": clock_stretch,
         "expected.full_sm_clock_mhz": full_clock,

@@ -45,6 +45,7 @@ EXPECTED = frozenset(
     {
         "prefill_s",
         "prefill_wall_s",
+        "engine_chunk_budget_tokens",
         "kv_usage_of_running",
         "kv_usage_of_running_most",
         "avg_prompt_tokens",

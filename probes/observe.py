@@ -415,31 +415,49 @@ _CHUNK_BUDGETS = {
     ("chunked_prefill", "max_num_batched_tokens"),
     ("sglang_budget", "chunked_prefill_size"),
 }
-# "No bound known": an engine started (a new banner) and has not said it chunks, or said
-# chunking is off (its steps carry whole prompts). Recorded, not left out, so that the
-# budget a previous start logged no longer stands for the engine running now.
+# No bound: chunking is off (SGLang's -1): its steps carry whole prompts.
 NO_CHUNK_BOUND = 1e9
+# Not known: a new start whose budget line has not been read (a crash-looping engine can
+# die between its banner and its config; vLLM 0.32 on CPU chunks without logging the line
+# unless the budget is set). Recorded, not left out, so that the budget a previous start
+# logged no longer stands for the engine running now, and read by evaluation as no value
+# (vocabulary.UNKNOWN_MARKS): "no line" is no evidence of unbounded steps (it confirmed
+# oversized chunks on a simulated engine restarting after each OOM).
+CHUNK_BUDGET_UNKNOWN = -1.0
+_STARTS = frozenset({"restart", "server_start", "engine_start"})
 
 
 def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
     """The chunk budget the engines in this read run with, as of the read's end: no step
     of a chunking engine carries more tokens than that (the largest, where several engines
-    logged one since the last start). ``NO_CHUNK_BOUND`` after a start that logged none
-    and where chunking is off; nothing where the read shows neither."""
+    of one boot logged one). ``CHUNK_BUDGET_UNKNOWN`` after a start that has logged none
+    yet, ``NO_CHUNK_BOUND`` where chunking is off; nothing where the read shows neither.
+
+    A budget line belongs to the start it is read with, before or after its start line:
+    vLLM 0.32's API server logs the budget while building its config, before the engine
+    core's "Initializing a V1 LLM engine" (the start Atlas recognises); SGLang logs it
+    after its ``server_args`` banner. Once anything else happened (the engine ran), a
+    start with no budget of its own is not known."""
     current: float | None = None
-    since_start = False  # a start was read, and no budget after it yet
+    new_boot = True  # the next budget line starts a new set (nothing of this boot read yet)
+    this_boot = False  # a budget line was read for the boot now starting
     for event in events:
-        if event.kind == "server_start":  # a new start (not the same boot's engine line)
-            current, since_start = NO_CHUNK_BOUND, True
+        if event.kind in _STARTS:
+            if event.kind == "server_start" and not this_boot:
+                current, new_boot = CHUNK_BUDGET_UNKNOWN, True
             continue
+        budget = None
         for kind, name in _CHUNK_BUDGETS:
             value = event.values.get(name) if event.kind == kind else None
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                continue
-            budget = float(value) if value > 0 else NO_CHUNK_BOUND
-            fresh = current is None or since_start
-            current = budget if fresh else max(current, budget)  # type: ignore[type-var]
-            since_start = False
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                budget = float(value) if value > 0 else NO_CHUNK_BOUND
+        if budget is None:
+            this_boot = False  # the engine ran: a later start needs its own line
+            new_boot = True
+            continue
+        fresh = current is None or new_boot or current == CHUNK_BUDGET_UNKNOWN
+        current = budget if fresh else max(current, budget)  # type: ignore[type-var]
+        new_boot, this_boot = False, True
     return [] if current is None else [("log_chunk_budget_tokens", "", current)]
 
 

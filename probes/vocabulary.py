@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from probes.kinds import KINDS, Source, Values
+from probes.observe import CHUNK_BUDGET_UNKNOWN
 
 SOURCE_BY_NAME: dict[str, Source] = {k.source.name: k.source for k in KINDS}
 SOURCES: tuple[str, ...] = tuple(SOURCE_BY_NAME)
@@ -104,6 +105,14 @@ UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^log_events$"), "events"),
     (re.compile(r"^log_chunk_budget_tokens$"), "tokens"),
 )
+
+
+# Values a probe records to say "not known since then" (a log's chunk budget after a
+# restart whose budget line is not read yet): they end the standing of the value before
+# them, and evaluation reads them as no value at all.
+UNKNOWN_MARKS: dict[tuple[str, str], float] = {
+    ("log", "log_chunk_budget_tokens"): CHUNK_BUDGET_UNKNOWN
+}
 
 
 def unit_of(signal: str) -> str:

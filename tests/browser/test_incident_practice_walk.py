@@ -107,7 +107,8 @@ def sso_team(db) -> Team:
 @pytest.fixture
 def deployment(sso_team, simulator):
     deployment = builders.deployment(sso_team, "atlas-sim", model_name="atlas-140b")
-    builders.targets(deployment, simulator.base)
+    # The engine log too: a V1 engine says its chunk budget only there.
+    builders.targets(deployment, simulator.base, ("engine", "dcgm", "log_http"))
     return deployment
 
 

@@ -70,7 +70,8 @@ class Worker:
 @pytest.fixture
 def deployment(make_deployment, simulator):
     deployment = make_deployment("atlas-sim", model_name="atlas-140b")
-    builders.targets(deployment, simulator.base)
+    # The engine log too: a V1 engine says its chunk budget only there.
+    builders.targets(deployment, simulator.base, ("engine", "dcgm", "log_http"))
     return deployment
 
 

@@ -32,7 +32,9 @@ def test_the_alarm_and_the_suggestions_reach_the_timeline_once(team, commander):
     ).start_in_thread()
     base = f"http://127.0.0.1:{server.ports['main']}"
     deployment = builders.deployment(team, "atlas-sim")
-    builders.targets(deployment, base)
+    # The engine log, followed from its start: a V1 engine says its chunk budget there
+    # and nowhere else (its /metrics count prompts whole).
+    builders.targets(deployment, base, ("engine", "dcgm", "log_http"))
     investigation = actions.open_investigation(
         deployment=deployment, symptom="itl-spikes", user=commander
     )

@@ -45,14 +45,30 @@ def _diagnose(symptom: str, *args: str, cycles: int = 4) -> dict:
 def test_oversized_chunks_rank_first_with_their_fix(simulate):
     base = simulate("long-prefill-itl")
     report = _diagnose(
-        "itl-spikes", "--engine", f"{base}/metrics", "--dcgm", f"{base}/dcgm/metrics"
-    )
+        "itl-spikes", "--engine", f"{base}/metrics", "--dcgm", f"{base}/dcgm/metrics",
+        "--log", f"{base}/logs",
+    )  # fmt: skip
     assert report["alarm"]["firing"] is True
     assert report["root_cause"] == "oversized-prefill-chunks"
+    chunks = next(h for h in report["hypotheses"] if h["key"] == "oversized-prefill-chunks")
+    by_check = {c["check"]: c for c in chunks["evidence"]}
+    assert by_check["engine-chunk-budget"]["measured"] == 8192  # its start-up line
+    assert by_check["output-batch-p99"]["outcome"] == "confirm"  # batches that big
     assert report["fix"]["parameters"]["max_num_batched_tokens"] == 512
     straggler = next(h for h in report["hypotheses"] if h["key"] == "tp-straggler")
     assert straggler["suggestion"] == "eliminate"
     assert straggler["evidence"][0]["measured"] < 0.05
+
+
+def test_without_the_log_a_v1_engines_metrics_rank_oversized_chunks_but_confirm_nothing(simulate):
+    """V1's /metrics count each prompt whole where its first token comes out: they cannot
+    tell 4,096-token steps from chunked ones. Ranked first on its prior, never confirmed."""
+    base = simulate("long-prefill-itl")
+    report = _diagnose(
+        "itl-spikes", "--engine", f"{base}/metrics", "--dcgm", f"{base}/dcgm/metrics"
+    )
+    assert report["ranking"][0] == "oversized-prefill-chunks"
+    assert report["root_cause"] is None
 
 
 def test_a_throttled_rank_ranks_first(simulate):

@@ -143,6 +143,7 @@ def _v1_long_prompts(engine_budget: float | None, batch_max: float = 8192) -> di
     observations = _walkthrough_3(0)
     del observations[("engine", "iteration_tokens_p99")]
     observations[("engine", "output_batch_tokens_max_hi")] = [("", flat(batch_max))]
+    observations[("engine", "output_batch_tokens_p99")] = [("", flat(min(batch_max, 8040)))]
     if engine_budget is not None:
         # Read once, at start-up, an hour before: the check's window is a week.
         observations[("log", "log_chunk_budget_tokens")] = [("", [(NOW - 3600, engine_budget)])]
@@ -161,12 +162,13 @@ def test_an_engine_chunking_at_the_teams_budget_cannot_carry_oversized_chunks():
 
 def test_an_engine_chunking_beyond_the_teams_budget_with_prompts_that_long_confirms():
     """8,192 tokens a step allowed against the team's 512, and batches of outputs of
-    8,000-token prompts (V1's bound not ruling big steps out): the cause."""
+    8,000-token prompts: with the engine's budget known, a batch that big is a step that
+    big. The cause."""
     tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(8192), NOW)
     chunks = tree.find("oversized-prefill-chunks")
     outcomes = {c.id: c.outcome for c in chunks.checks}
-    assert outcomes["engine-chunk-budget"] == "confirm"
-    assert outcomes["output-batch-max"] == "inconclusive"
+    assert outcomes["engine-chunk-budget"] == "inconclusive"  # it only rules out
+    assert outcomes["output-batch-p99"] == "confirm"
     assert outcomes["tokens-per-step-p99"] == "inconclusive"  # no V0 histogram: no data
     assert chunks.suggestion == "confirm"
     assert tree.ranking[0] == "oversized-prefill-chunks"
@@ -318,3 +320,28 @@ def test_without_output_lengths_the_fix_falls_back_to_todays_context():
     expected = result.expected
     assert expected["expected.context_reached_tokens"] == expected["expected.avg_context_tokens"]
     assert result.find("kv-cache-pressure").fix.parameters["max_num_seqs"] == 29
+
+
+def test_a_restart_whose_budget_line_is_not_read_yet_is_no_evidence():
+    """After a restart's banner the log probe records "not known" (-1): the budget logged
+    before no longer stands, and nothing stands in for it. A crash-looping simulated engine
+    read between banner and budget line confirmed oversized chunks on "no bound"."""
+    from probes.observe import CHUNK_BUDGET_UNKNOWN
+
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, _v1_long_prompts(CHUNK_BUDGET_UNKNOWN), NOW)
+    chunks = tree.find("oversized-prefill-chunks")
+    budget = next(c for c in chunks.checks if c.id == "engine-chunk-budget")
+    assert (budget.outcome, budget.measured) == ("inconclusive", None)
+    assert "not known since the engine last started" in budget.reason
+    assert chunks.suggestion == "inconclusive"
+
+
+def test_a_big_engine_budget_with_short_prompts_is_no_evidence_of_big_steps():
+    """A 4,096-token engine (team: 512) whose batches of outputs are small at p99 and
+    reach 4,096 once (700-token prompts, a rare long one): the budget lets big steps
+    through, too few came to move the ITL p99. It confirmed the cause beside a throttled
+    rank (a simulated pair)."""
+    observations = _v1_long_prompts(4096, 4096)
+    observations[("engine", "output_batch_tokens_p99")] = [("", flat(60))]
+    tree = evaluate(playbooks()["itl-spikes"], ATLAS, observations, NOW)
+    assert tree.find("oversized-prefill-chunks").suggestion == "inconclusive"

@@ -313,10 +313,29 @@ def test_the_chunk_budget_is_what_the_engines_run_with_and_unbounded_when_one_is
 
 
 def test_a_restart_that_logs_no_budget_unbinds_the_one_logged_before():
-    """A restart with chunking off logs no chunk line: from its banner on, the budget the
-    previous start logged no longer bounds anything. The banner and the line that
-    follows it in one read are one start: its budget stands."""
+    """From a restart's banner on, the budget the previous start logged no longer bounds
+    anything; until its own budget line is read it is not known (a banner comes seconds
+    before the engine's config, and a crash-looping engine can die in between). The
+    banner and the line that follows it in one read are one start: its budget stands."""
     booted = [SG.format(0, i) + text for i, text in enumerate(SG_BOOT)]
     assert _chunk_budget(booted) == 8192  # server_args banner, then the budget line
     restarted = [*booted, SG.format(1, 0) + SG_DECODE, SG.format(2, 0) + SG_BOOT[0]]
-    assert _chunk_budget(restarted) == observe.NO_CHUNK_BOUND
+    assert _chunk_budget(restarted) == observe.CHUNK_BUDGET_UNKNOWN
+
+
+def test_a_vllm_032_budget_line_before_its_engine_start_is_that_starts():
+    """vLLM 0.32's API server logs the budget while building its config, before the
+    engine core's "Initializing a V1 LLM engine" line: the budget stands for that start,
+    and a restart's own line replaces it. Up without one (0.32 on CPU logs none unless
+    the budget is set), the budget is not known: no evidence either way."""
+    at = "({}) INFO 05-01 14:0{}:00 [{}] {}"
+    budget = at.format("APIServer pid=1", 1, "scheduler.py:308", "Chunked prefill is enabled "
+                       "with max_num_batched_tokens={}.")  # fmt: skip
+    start = at.format("EngineCore pid=2", 2, "core.py:133", "Initializing a V1 LLM engine "
+                      "(v0.32.0) with config: model='m', enable_chunked_prefill=True")  # fmt: skip
+    ready = "(APIServer pid=1) INFO:     Application startup complete."
+    first = [budget.format(2048), start, ready]
+    assert _chunk_budget(first) == 2048
+    assert _chunk_budget([*first, budget.format(256), start, ready]) == 256
+    assert _chunk_budget([*first, start, ready]) == observe.CHUNK_BUDGET_UNKNOWN
+    assert _chunk_budget([start, ready]) == observe.CHUNK_BUDGET_UNKNOWN

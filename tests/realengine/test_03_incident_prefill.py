@@ -87,12 +87,12 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
     assert report["ranking"][0] == "oversized-prefill-chunks", describe(report)
     assert report["root_cause"] == "oversized-prefill-chunks", describe(report)
     # V1 has no per-step histogram: its "iteration tokens" count each prompt whole at its
-    # first token, so they only bound a step from above and here do not rule the cause
-    # out; the budget the engine logged at start-up (2,048 against 256) confirms it.
+    # first token. With the budget the engine logged at start-up (2,048 against 256), its
+    # batches of 1,600-1,900 tokens are steps that big: confirmed.
     checks = evidence(nodes(report)["oversized-prefill-chunks"])
     assert checks["tokens-per-step-p99"]["measured"] is None, describe(report)
-    assert checks["output-batch-max"]["outcome"] == "inconclusive", describe(report)
-    assert checks["engine-chunk-budget"]["outcome"] == "confirm", describe(report)
+    assert checks["engine-chunk-budget"]["measured"] == 2048, describe(report)
+    assert checks["output-batch-p99"]["outcome"] == "confirm", describe(report)
     fix = report["fix"]
     assert fix["apply"]["max_num_batched_tokens"] <= incident.intended_chunk
 
