@@ -425,6 +425,10 @@ NO_CHUNK_BOUND = 1e9
 # oversized chunks on a simulated engine restarting after each OOM).
 CHUNK_BUDGET_UNKNOWN = -1.0
 _STARTS = frozenset({"restart", "server_start", "engine_start"})
+# What shows an engine ran (up, serving, or dead): a start after it needs its own budget
+# line. Other events between a budget line and its start line (warnings read as errors
+# during a real vLLM 0.32 start-up) do not.
+_RAN = frozenset({"engine_ready", "stats", "engine_died", "cuda_oom", "cuda_oom_reraised"})
 
 
 def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
@@ -436,8 +440,8 @@ def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
     A budget line belongs to the start it is read with, before or after its start line:
     vLLM 0.32's API server logs the budget while building its config, before the engine
     core's "Initializing a V1 LLM engine" (the start Atlas recognises); SGLang logs it
-    after its ``server_args`` banner. Once anything else happened (the engine ran), a
-    start with no budget of its own is not known."""
+    after its ``server_args`` banner. Once the engine ran (ready, stats, a death), a start
+    with no budget of its own is not known."""
     current: float | None = None
     new_boot = True  # the next budget line starts a new set (nothing of this boot read yet)
     this_boot = False  # a budget line was read for the boot now starting
@@ -452,8 +456,8 @@ def _chunk_budget(events: Sequence[logevents.LogEvent]) -> list[Observation]:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 budget = float(value) if value > 0 else NO_CHUNK_BOUND
         if budget is None:
-            this_boot = False  # the engine ran: a later start needs its own line
-            new_boot = True
+            if event.kind in _RAN:  # the engine ran: a later start needs its own line
+                this_boot, new_boot = False, True
             continue
         fresh = current is None or new_boot or current == CHUNK_BUDGET_UNKNOWN
         current = budget if fresh else max(current, budget)  # type: ignore[type-var]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -334,8 +335,29 @@ def test_a_vllm_032_budget_line_before_its_engine_start_is_that_starts():
     start = at.format("EngineCore pid=2", 2, "core.py:133", "Initializing a V1 LLM engine "
                       "(v0.32.0) with config: model='m', enable_chunked_prefill=True")  # fmt: skip
     ready = "(APIServer pid=1) INFO:     Application startup complete."
-    first = [budget.format(2048), start, ready]
+    # A real 0.32 start-up logs warnings between the two lines; none of them ends the boot.
+    warning = "(APIServer pid=1) WARNING 05-01 14:01:30 [cpu.py:224] Triton is not installed."
+    first = [budget.format(2048), warning, start, ready]
     assert _chunk_budget(first) == 2048
     assert _chunk_budget([*first, budget.format(256), start, ready]) == 256
     assert _chunk_budget([*first, start, ready]) == observe.CHUNK_BUDGET_UNKNOWN
     assert _chunk_budget([start, ready]) == observe.CHUNK_BUDGET_UNKNOWN
+
+
+def test_a_real_vllm_032_start_keeps_the_budget_it_logged_before_its_engine_started():
+    """The real engine's own start-up (tests/realengine/captures, vLLM 0.32 on CPU), with
+    the budget line where 0.32's API server logs it: after ``non-default args``, before
+    the engine core's "Initializing a V1 LLM engine" and whatever the start-up logs in
+    between. A CI run read it as "not known" and the real prefill incident went
+    unconfirmed."""
+    capture = Path(__file__).resolve().parents[1] / "realengine" / "captures"
+    lines = (capture / "vllm-0.32-cpu-server.log").read_text().splitlines()
+    up = next(i for i, line in enumerate(lines) if "Application startup complete" in line)
+    args = next(i for i, line in enumerate(lines) if "non-default args" in line)
+    budget = (
+        "(APIServer pid=22777) INFO 12-01 22:19:48 [scheduler.py:308] Chunked prefill is "
+        "enabled with max_num_batched_tokens=2048."
+    )
+    start = [*lines[: args + 1], budget, *lines[args + 1 : up + 1]]
+    assert _chunk_budget(start) == 2048
+    assert _chunk_budget(lines[: up + 1]) == observe.CHUNK_BUDGET_UNKNOWN  # 0.32 logged none
