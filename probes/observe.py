@@ -137,15 +137,14 @@ def _columnar(layout: window.Layout, matrix: list, grid: windowed.Grid) -> list[
         end = at + len(bounds)
         bucket_values = dict(zip(les, columns[at:end], strict=True))
         counts, sums = columns[end], columns[end + 1]
-        top = grid.quantiles_and_buckets((1.0,), bucket_values) if key in TOP_BUCKET_KEYS else ()
+        quantiles = grid.quantiles_and_buckets(_quantiles_for(key), bucket_values)
         out.extend(
             _histogram_figures(
                 key,
-                grid.quantiles_and_buckets(QUANTILES, bucket_values),
+                quantiles,
                 grid.rate(counts),
                 grid.rate(sums),
                 grid.observed_increase(counts),
-                _top_bound(top),
             )
         )
         at = end + 2
@@ -166,8 +165,7 @@ def _histogram_observations(
     on_grid = _bucket_columns(histograms)
     if on_grid is not None:
         bucket_values, counts, sums = on_grid
-        quantiles = grid.quantiles_and_buckets(QUANTILES, bucket_values)
-        top = grid.quantiles_and_buckets((1.0,), bucket_values) if key in TOP_BUCKET_KEYS else ()
+        quantiles = grid.quantiles_and_buckets(_quantiles_for(key), bucket_values)
         count_rate, sum_rate = grid.rate(counts), grid.rate(sums)
         counted = grid.observed_increase(counts)
     else:
@@ -182,26 +180,18 @@ def _histogram_observations(
                 count_points.append((ts, other["count"]))
                 sum_points.append((ts, other["sum"]))
         quantiles = windowed.histogram_quantiles_and_buckets_over_window(
-            QUANTILES, bucket_points, window_s, now_ts
-        )
-        top = (
-            windowed.histogram_quantiles_and_buckets_over_window(
-                (1.0,), bucket_points, window_s, now_ts
-            )
-            if key in TOP_BUCKET_KEYS
-            else ()
+            _quantiles_for(key), bucket_points, window_s, now_ts
         )
         count_rate = windowed.rate(count_points, window_s, now_ts)
         sum_rate = windowed.rate(sum_points, window_s, now_ts)
         counted = windowed.observed_increase(count_points, window_s, now_ts)
-    return _histogram_figures(key, quantiles, count_rate, sum_rate, counted, _top_bound(top))
+    return _histogram_figures(key, quantiles, count_rate, sum_rate, counted)
 
 
-def _top_bound(top: Sequence[tuple[float, tuple[float, float] | None]]) -> float | None:
-    """The upper bound of the bucket holding the window's largest observation, or None."""
-    if not top or top[0][1] is None:
-        return None
-    return top[0][1][1]
+def _quantiles_for(key: str) -> tuple[float, ...]:
+    """The quantiles a histogram's figures need, read in one pass over its buckets: the
+    top one (1.0, whose bucket holds the largest observation) only where it is kept."""
+    return (*QUANTILES, 1.0) if key in TOP_BUCKET_KEYS else QUANTILES
 
 
 def _histogram_figures(
@@ -210,13 +200,15 @@ def _histogram_figures(
     count_rate: float | None,
     sum_rate: float | None,
     counted: float | None,
-    top: float | None = None,
 ) -> list[Observation]:
-    """One histogram's windowed figures as observations (non-finite ones left out)."""
+    """One histogram's windowed figures as observations (non-finite ones left out);
+    ``quantiles`` as ``_quantiles_for(key)`` lists them."""
     out: list[Observation] = []
-    if _finite(top):
-        out.append((f"{key}_max_hi", "", top))
-    for q, (value, bucket) in zip(QUANTILES, quantiles, strict=True):
+    if len(quantiles) > len(QUANTILES):  # the top bucket's upper bound: {key}_max_hi
+        top = quantiles[-1][1]
+        if top is not None and _finite(top[1]):
+            out.append((f"{key}_max_hi", "", top[1]))
+    for q, (value, bucket) in zip(QUANTILES, quantiles[: len(QUANTILES)], strict=True):
         if _finite(value):
             name = f"{key}_p{round(q * 100)}"
             out.append((name, "", value))
