@@ -402,17 +402,20 @@ def _stands_in(events: Sequence[logevents.LogEvent]) -> list[Observation]:
 
 
 # The chunk budget an engine says it started with: ``Chunked prefill is enabled with
-# max_num_batched_tokens=N`` (vLLM) or ``chunked_prefill_size=N`` (SGLang; -1 is off).
+# max_num_batched_tokens=N`` or the same value among the arguments its API server was
+# given (vLLM), ``chunked_prefill_size=N`` (SGLang; -1 is off).
 _CHUNK_BUDGETS = {
     ("chunked_prefill", "max_num_batched_tokens"),
+    ("engine_args", "max_num_batched_tokens"),
     ("sglang_budget", "chunked_prefill_size"),
 }
 # No bound: chunking is off (SGLang's -1): its steps carry whole prompts.
 NO_CHUNK_BOUND = 1e9
 # Not known: a new start whose budget line has not been read (a crash-looping engine can
-# die between its banner and its config; vLLM 0.32 on CPU chunks without logging the line
-# unless the budget is set). Recorded, not left out, so that the budget a previous start
-# logged no longer stands for the engine running now, and read by evaluation as no value
+# die between its banner and its config; vLLM 0.32 on CPU logs no budget line at all, and
+# names the budget among its arguments only where it was set). Recorded, not left out,
+# so that the budget a previous start logged no longer stands for the engine running now,
+# and read by evaluation as no value
 # (vocabulary.UNKNOWN_MARKS): "no line" is no evidence of unbounded steps (it confirmed
 # oversized chunks on a simulated engine restarting after each OOM).
 CHUNK_BUDGET_UNKNOWN = -1.0

@@ -67,6 +67,14 @@ _SGLANG_CAPTURE_END = re.compile(
     rf"(?:Time elapsed: |elapsed=){_NUM} s[.,] mem usage={_NUM} GB"
 )
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+# The arguments a deployment set, as vLLM's API server records them at start-up: V1's
+# ``non-default args: {..., 'max_num_batched_tokens': 4096, ...}`` (a dict's repr), V0's
+# and early V1's ``args: Namespace(..., max_num_batched_tokens=4096, ...)``. The budget is
+# there only where it was set (``=None`` is no budget); vLLM 0.32 on CPU logs no "Chunked
+# prefill is enabled" line at all, set or not, so this line is its only word on it.
+_ARGS_BUDGET = re.compile(
+    r"(?:non-default args: \{|args: Namespace\().*?\bmax_num_batched_tokens(?:': |=)(\d+)"
+)
 _KV_MEMORY = re.compile(rf"Available KV cache memory: {_NUM} GiB")
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_NUM}x")
@@ -271,6 +279,10 @@ def _chunked(found: re.Match[str], msg: str) -> Found:
     return [("chunked_prefill", {"max_num_batched_tokens": _num(found[1])})]
 
 
+def _args_budget(found: re.Match[str], msg: str) -> Found:
+    return [("engine_args", {"max_num_batched_tokens": _num(found[1])})]
+
+
 def _kv_memory(found: re.Match[str], msg: str) -> Found:
     return [("kv_cache_memory", {"gib": float(found[1])})]
 
@@ -406,6 +418,7 @@ LOG_FLAVOURS: tuple[LogFlavour, ...] = (
         key="vllm",
         budget_lines=(
             LineRule(_CHUNKED, _chunked),
+            LineRule(_ARGS_BUDGET, _args_budget),
             LineRule(_KV_MEMORY, _kv_memory),
             LineRule(_KV_TOKENS, _kv_tokens),
             LineRule(_CONCURRENCY, _concurrency),

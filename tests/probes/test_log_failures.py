@@ -346,10 +346,9 @@ def test_a_vllm_032_budget_line_before_its_engine_start_is_that_starts():
 
 def test_a_real_vllm_032_start_keeps_the_budget_it_logged_before_its_engine_started():
     """The real engine's own start-up (tests/realengine/captures, vLLM 0.32 on CPU), with
-    the budget line where 0.32's API server logs it: after ``non-default args``, before
+    a budget line put where a vLLM that logs one would (after ``non-default args``, before
     the engine core's "Initializing a V1 LLM engine" and whatever the start-up logs in
-    between. A CI run read it as "not known" and the real prefill incident went
-    unconfirmed."""
+    between): it stands for that start. The capture itself logged none (below)."""
     capture = Path(__file__).resolve().parents[1] / "realengine" / "captures"
     lines = (capture / "vllm-0.32-cpu-server.log").read_text().splitlines()
     up = next(i for i, line in enumerate(lines) if "Application startup complete" in line)
@@ -361,3 +360,41 @@ def test_a_real_vllm_032_start_keeps_the_budget_it_logged_before_its_engine_star
     start = [*lines[: args + 1], budget, *lines[args + 1 : up + 1]]
     assert _chunk_budget(start) == 2048
     assert _chunk_budget(lines[: up + 1]) == observe.CHUNK_BUDGET_UNKNOWN  # 0.32 logged none
+
+
+def test_a_real_vllm_032_budget_is_read_from_the_arguments_it_was_given():
+    """vLLM 0.32 on CPU logs no "Chunked prefill is enabled" line, set or not (both real
+    captures): the long-prefill incident's engine names its 2,048 only in ``non-default
+    args``, and a CI run read its budget as "not known" (the incident went unconfirmed).
+    The default engine's arguments carry no budget: still not known, never a guess."""
+    capture = Path(__file__).resolve().parents[1] / "realengine" / "captures"
+    prefill = (capture / "vllm-0.32-cpu-prefill-start.log").read_text().splitlines()
+    assert not any("Chunked prefill is enabled" in line for line in prefill)
+    assert _chunk_budget(prefill) == 2048
+    default = (capture / "vllm-0.32-cpu-server.log").read_text().splitlines()
+    up = next(i for i, line in enumerate(default) if "Application startup complete" in line)
+    assert _chunk_budget(default[: up + 1]) == observe.CHUNK_BUDGET_UNKNOWN
+    # A restart with other arguments: its own budget, or not known where it sets none.
+    assert _chunk_budget([*prefill, *default[: up + 1]]) == observe.CHUNK_BUDGET_UNKNOWN
+    assert _chunk_budget([*default[: up + 1], *prefill]) == 2048
+
+
+@pytest.mark.parametrize(
+    ("args", "budget"),
+    [
+        ("non-default args: {'model': 'm', 'max_num_batched_tokens': 8192, 'port': 1}", 8192),
+        ("non-default args: {'model': 'm', 'max_num_seqs': 64}", None),
+        ("args: Namespace(model='m', max_num_batched_tokens=4096, max_num_seqs=256)", 4096),
+        ("args: Namespace(model='m', max_num_batched_tokens=None, max_num_seqs=256)", None),
+        # Not an argument list: a prompt or a path that mentions the name proves nothing.
+        ("Received request: prompt='max_num_batched_tokens': 512", None),
+    ],
+)
+def test_the_budget_among_vllm_arguments_in_both_forms(args: str, budget: float | None):
+    line = f"(APIServer pid=1) INFO 05-01 14:01:30 [api_utils.py:286] {args}"
+    start = (
+        "(EngineCore pid=2) INFO 05-01 14:01:31 [core.py:133] Initializing a V1 LLM engine "
+        "(v0.9.2) with config: model='m'"
+    )
+    got = _chunk_budget([line, start])
+    assert got == (budget if budget is not None else observe.CHUNK_BUDGET_UNKNOWN)

@@ -87,8 +87,9 @@ def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path
     assert report["ranking"][0] == "oversized-prefill-chunks", describe(report)
     assert report["root_cause"] == "oversized-prefill-chunks", describe(report)
     # V1 has no per-step histogram: its "iteration tokens" count each prompt whole at its
-    # first token. With the budget the engine logged at start-up (2,048 against 256), its
-    # batches of 1,600-1,900 tokens are steps that big: confirmed.
+    # first token. With the budget the engine was started with (2,048 against 256: 0.32
+    # names it only among its arguments, ``non-default args``), its batches of 1,600-1,900
+    # tokens are steps that big: confirmed.
     checks = evidence(nodes(report)["oversized-prefill-chunks"])
     assert checks["tokens-per-step-p99"]["measured"] is None, describe(report)
     assert checks["engine-chunk-budget"]["measured"] == 2048, describe(report)
