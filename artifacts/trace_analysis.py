@@ -48,13 +48,12 @@ from __future__ import annotations
 
 import bisect
 import math
-import operator
 import re
 from array import array
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 from typing import Any
+
+import numpy as np
 
 from artifacts.chrome_trace import (
     COMMUNICATION,
@@ -88,38 +87,58 @@ _KV_RE = re.compile(r"(\w+)=(\d+)")
 # Small numeric helpers.
 
 
-def merge_intervals(order: Iterable[int], ts: array, dur: array) -> tuple[array, array]:
-    """Union of [ts, ts+dur) for indices in start order, as two compact arrays."""
-    starts, ends = array("d"), array("d")
-    cur_s = cur_e = None
-    for i in order:
-        s = ts[i]
-        e = s + dur[i]
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                starts.append(cur_s)
-                ends.append(cur_e)
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        starts.append(cur_s)
-        ends.append(cur_e)
-    return starts, ends
+# Columns as numpy views: the analyses below are C loops over the loader's compact arrays
+# (numpy, chosen for this: HTA itself stands on it, and a per-kernel Python loop cost ~1 us
+# a kernel, a third of the whole load + analysis of a 1M-event trace). Every sum that is
+# compared with an exact reference is taken left to right or exactly (``math.fsum``), never
+# by numpy's pairwise summation, so figures do not move with the implementation.
+_DTYPES = {"d": np.float64, "i": np.int32, "b": np.int8, "q": np.int64}
 
 
-def _total(merged: tuple[array, array]) -> float:
+def _np(values: Any) -> np.ndarray:
+    """A zero-copy view of an ``array.array`` column (a copy of any other sequence)."""
+    if isinstance(values, array):
+        return (
+            np.frombuffer(values, dtype=_DTYPES[values.typecode])
+            if len(values)
+            else (np.empty(0, dtype=_DTYPES[values.typecode]))
+        )
+    return np.asarray(values)
+
+
+def merge_intervals(order: Any, ts: Any, dur: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [ts, ts+dur) for indices in start order, as two float64 arrays.
+
+    An interval joins the one before when it starts at or before the furthest end so far
+    (touching intervals merge); its end is that running maximum. Durations are never
+    negative (the loader clamps them), so a new interval's maximum is its own."""
+    idx = np.asarray(order, dtype=np.int64) if not isinstance(order, np.ndarray) else order
+    if not len(idx):
+        return np.empty(0), np.empty(0)
+    s = _np(ts)[idx]
+    e = s + _np(dur)[idx]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:] - 1, len(s) - 1)
+    return s[firsts], reach[lasts]
+
+
+def _total(merged: tuple[Any, Any]) -> float:
     """Summed length of the union, exact for epoch timestamps.
 
     Lengths are taken per interval and then summed: ``end - start`` of two doubles of the
     same magnitude is exact (Sterbenz), whereas ``fsum(ends) - fsum(starts)`` rounds each
     ~4e19 sum to a multiple of 4,096 us on real epoch-microsecond traces."""
-    return math.fsum(e - s for s, e in zip(merged[0], merged[1], strict=True))
+    starts, ends = merged
+    return math.fsum((np.asarray(ends) - np.asarray(starts)).tolist())
 
 
-def intersection_length(a: tuple[array, array], b: tuple[array, array]) -> float:
+def intersection_length(a: tuple[Any, Any], b: tuple[Any, Any]) -> float:
     """Length of the overlap of two unions of disjoint sorted intervals."""
-    (as_, ae), (bs, be) = a, b
+    as_, ae, bs, be = (np.asarray(x).tolist() for x in (*a, *b))
     i = j = 0
     parts: list[float] = []
     while i < len(as_) and j < len(bs):
@@ -134,17 +153,19 @@ def intersection_length(a: tuple[array, array], b: tuple[array, array]) -> float
     return math.fsum(parts)
 
 
-def busy_within(merged: tuple[array, array], lo: float, hi: float) -> float:
+def busy_within(merged: tuple[np.ndarray, np.ndarray], lo: float, hi: float) -> float:
     """How much of [lo, hi) the union ``merged`` covers."""
     starts, ends = merged
-    k = max(0, bisect.bisect_right(starts, lo) - 1)
-    parts: list[float] = []
-    while k < len(starts) and starts[k] < hi:
-        s, e = max(starts[k], lo), min(ends[k], hi)
-        if e > s:
-            parts.append(e - s)
-        k += 1
-    return math.fsum(parts)
+    k = max(0, int(np.searchsorted(starts, lo, side="right")) - 1)
+    stop = int(np.searchsorted(starts, hi, side="left"))
+    s = np.maximum(starts[k:stop], lo)
+    e = np.minimum(ends[k:stop], hi)
+    return math.fsum((e - s)[e > s].tolist())
+
+
+def _sum_in_order(values: np.ndarray) -> float:
+    """Left-to-right float sum (what a loop of ``+=`` gives), in C."""
+    return float(sum(values.tolist(), 0.0))
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -157,36 +178,38 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 
 @dataclass
 class _LaunchIndex:
-    corr: array
-    ts: array
-    end: array
-    kind: array
+    """Launch calls with a correlation id, sorted by it (stable: the first of equal ids in
+    file order is the one found)."""
+
+    corr: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
 
     @classmethod
     def build(cls, trace: ChromeTrace) -> _LaunchIndex:
         lc = trace.launches
-        linked = compress(range(len(lc)), map(operator.ge, lc.corr, repeat(0)))
-        order = sorted(linked, key=lc.corr.__getitem__)
-        ts = array("d", map(lc.ts.__getitem__, order))
-        return cls(
-            array("q", map(lc.corr.__getitem__, order)),
-            ts,
-            array("d", map(operator.add, ts, map(lc.dur.__getitem__, order))),
-            array("b", map(lc.kind.__getitem__, order)),
-        )
+        corr = _np(lc.corr)
+        linked = np.flatnonzero(corr >= 0)
+        order = linked[np.argsort(corr[linked], kind="stable")]
+        ts = _np(lc.ts)[order]
+        return cls(corr[order], ts, ts + _np(lc.dur)[order], _np(lc.kind)[order])
 
     def find(self, corr: int) -> int:
         if corr < 0:
             return -1
-        k = bisect.bisect_left(self.corr, corr)
+        k = int(np.searchsorted(self.corr, corr, side="left"))
         return k if k < len(self.corr) and self.corr[k] == corr else -1
 
-    def find_all(self, corrs: array) -> array:
-        """:meth:`find` of every correlation id, the searches in C."""
-        at = list(map(bisect.bisect_left, repeat(self.corr), corrs))
-        ids: list[int | None] = [*self.corr, None]  # at == len: no match
-        found = map(operator.eq, map(ids.__getitem__, at), corrs)
-        return array("q", [k if hit else -1 for k, hit in zip(at, found, strict=True)])
+    def find_all(self, corrs: Any) -> np.ndarray:
+        """:meth:`find` of every correlation id, the searches in C (-1: no launch)."""
+        corrs = _np(corrs)
+        if not len(self.corr):
+            return np.full(len(corrs), -1, dtype=np.int64)
+        at = np.searchsorted(self.corr, corrs, side="left")
+        hit = self.corr[np.minimum(at, len(self.corr) - 1)] == corrs
+        hit &= corrs >= 0
+        return np.where(hit, at, -1).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------
@@ -385,18 +408,18 @@ def _origin(trace: ChromeTrace) -> float:
     if trace.steps:
         cands.append(min(s.ts for s in trace.steps))
     if len(trace.gpu):
-        cands.append(min(trace.gpu.ts))
+        cands.append(float(_np(trace.gpu.ts).min()))
     if len(trace.launches):
-        cands.append(min(trace.launches.ts))
+        cands.append(float(_np(trace.launches.ts).min()))
     return min(cands) if cands else 0.0
 
 
-def _of_kind(order: list[int], kinds: array, k: int) -> list[int]:
+def _of_kind(order: np.ndarray, kinds: Any, k: int) -> np.ndarray:
     """The indices of ``order`` whose activity is of kind ``k``, in order."""
-    return [i for i in order if kinds[i] == k]
+    return order[_np(kinds)[order] == k]
 
 
-def _merged_kinds(trace: ChromeTrace, order: list[int]) -> list[tuple[array, array]]:
+def _merged_kinds(trace: ChromeTrace, order: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The union of each kind's activities, by kind: computed once, read four times."""
     g = trace.gpu
     return [
@@ -405,23 +428,20 @@ def _merged_kinds(trace: ChromeTrace, order: list[int]) -> list[tuple[array, arr
 
 
 def _kernel_breakdown(
-    trace: ChromeTrace, order: list[int], merged_kinds: list[tuple[array, array]] | None = None
+    trace: ChromeTrace,
+    order: np.ndarray,
+    merged_kinds: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     g = trace.gpu
     n_names = len(trace.names)
-    count = array("q", bytes(8 * n_names))
-    total = array("d", bytes(8 * n_names))
-    peak = array("d", bytes(8 * n_names))
-    kind_sum = [0.0] * len(KIND_NAMES)
-    kind_count = [0] * len(KIND_NAMES)
-    for i in range(len(g)):
-        nid, d, k = g.name[i], g.dur[i], g.kind[i]
-        count[nid] += 1
-        total[nid] += d
-        if d > peak[nid]:
-            peak[nid] = d
-        kind_sum[k] += d
-        kind_count[k] += 1
+    names, dur, kind = _np(g.name), _np(g.dur), _np(g.kind)
+    # bincount adds its weights in input order: the same sums as a loop of +=.
+    count = np.bincount(names, minlength=n_names)
+    total = np.bincount(names, weights=dur, minlength=n_names)
+    peak = np.zeros(n_names)
+    np.maximum.at(peak, names, dur)
+    kind_count = np.bincount(kind, minlength=len(KIND_NAMES)).tolist()
+    kind_sum = np.bincount(kind, weights=dur, minlength=len(KIND_NAMES)).tolist()
     grand = sum(kind_sum) or 1.0
     by_kind = {}
     merged_kinds = merged_kinds or _merged_kinds(trace, order)
@@ -433,96 +453,164 @@ def _kernel_breakdown(
             "union_ms": _r(_total(merged) / 1e3),
             "percent": _r(100.0 * kind_sum[k] / grand, 2),
         }
-    top = sorted((i for i in range(n_names) if count[i]), key=lambda i: -total[i])[:TOP_KERNELS]
-    kinds_of = {g.name[i]: g.kind[i] for i in range(len(g))} if top else {}
+    used = np.flatnonzero(count)
+    top = used[np.argsort(-total[used], kind="stable")][:TOP_KERNELS].tolist()
+    last = np.full(n_names, -1, dtype=np.int64)
+    if top:
+        np.maximum.at(last, names, np.arange(len(names), dtype=np.int64))
     return {
         "by_kind": by_kind,
         "total_ms": _r(grand / 1e3 if kind_sum and sum(kind_sum) else 0.0),
         "top_kernels": [
             {
                 "name": trace.names[i][:240],
-                "kind": KIND_NAMES[kinds_of.get(i, COMPUTE)],
-                "count": count[i],
-                "total_ms": _r(total[i] / 1e3),
-                "mean_us": _r(total[i] / count[i]),
-                "max_us": _r(peak[i]),
-                "percent": _r(100.0 * total[i] / grand, 2),
+                "kind": KIND_NAMES[int(kind[last[i]])],
+                "count": int(count[i]),
+                "total_ms": _r(float(total[i]) / 1e3),
+                "mean_us": _r(float(total[i]) / int(count[i])),
+                "max_us": _r(float(peak[i])),
+                "percent": _r(100.0 * float(total[i]) / grand, 2),
             }
             for i in top
         ],
     }
 
 
+# More (device, stream) pairs than this: per-stream numpy calls would cost more than one
+# pass of Python over the kernels (a hostile trace with a stream per kernel).
+_MANY_STREAMS = 4096
+
+
+def _stream_idle(g: Any, order: np.ndarray, launch_ts: np.ndarray) -> list[dict[str, Any]]:
+    """Each (device, stream)'s activities, busy time and idle gaps by cause, in order of
+    first appearance. A gap is measured from the furthest end so far on that stream;
+    ``launch_ts`` is NaN where no launch is linked (NaN > x is false: not a host wait)."""
+    start = _np(g.ts)[order]
+    dur = _np(g.dur)[order]
+    end = start + dur
+    device = _np(g.device)[order].astype(np.int64)
+    stream = _np(g.stream)[order].astype(np.int64)
+    launched = launch_ts[order]
+    key = (device << 32) | (stream & 0xFFFFFFFF)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(uniq) > _MANY_STREAMS:
+        return _stream_idle_loop(start, dur, end, device, stream, launched)
+    members = np.argsort(inverse, kind="stable")  # each stream's activities, in start order
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(inverse, minlength=len(uniq)))))
+    rows = []
+    for u in np.argsort(first, kind="stable").tolist():
+        at = members[bounds[u] : bounds[u + 1]]
+        s, e = start[at], end[at]
+        reach = np.maximum.accumulate(e)
+        before = reach[:-1]
+        gap = s[1:] - before
+        waiting = gap > 0
+        host = waiting & (launched[at][1:] > before)
+        rest = waiting & ~host
+        short = rest & (gap < CONSECUTIVE_KERNEL_DELAY_US)
+        rows.append(
+            {
+                "device": int(device[at[0]]),
+                "stream": int(stream[at[0]]),
+                "count": len(at),
+                "first": float(s[0]),
+                "last": float(reach[-1]),
+                "busy": _sum_in_order(dur[at]),
+                "host_wait": _sum_in_order(gap[host]),
+                "kernel_wait": _sum_in_order(gap[short]),
+                "other": _sum_in_order(gap[rest & ~short]),
+            }
+        )
+    return rows
+
+
+def _stream_idle_loop(
+    start: np.ndarray,
+    dur: np.ndarray,
+    end: np.ndarray,
+    device: np.ndarray,
+    stream: np.ndarray,
+    launched: np.ndarray,
+) -> list[dict[str, Any]]:
+    """:func:`_stream_idle` one activity at a time (for traces with very many streams)."""
+    streams: dict[tuple[int, int], dict[str, Any]] = {}
+    prev_end: dict[tuple[int, int], float] = {}
+    for key, s, d, e, lt in zip(
+        zip(device.tolist(), stream.tolist(), strict=True),
+        start.tolist(),
+        dur.tolist(),
+        end.tolist(),
+        launched.tolist(),
+        strict=True,
+    ):
+        st = streams.get(key)
+        if st is None:
+            streams[key] = {
+                "device": key[0],
+                "stream": key[1],
+                "count": 1,
+                "first": s,
+                "last": e,
+                "busy": d,
+                "host_wait": 0.0,
+                "kernel_wait": 0.0,
+                "other": 0.0,
+            }
+            prev_end[key] = e
+            continue
+        st["count"] += 1
+        st["busy"] += d
+        pe = prev_end[key]
+        gap = s - pe
+        if gap > 0:
+            if lt > pe:
+                st["host_wait"] += gap
+            elif gap < CONSECUTIVE_KERNEL_DELAY_US:
+                st["kernel_wait"] += gap
+            else:
+                st["other"] += gap
+        if e > pe:
+            prev_end[key] = e
+        if e > st["last"]:
+            st["last"] = e
+    return list(streams.values())
+
+
+def _largest_gaps(
+    merged_all: tuple[np.ndarray, np.ndarray], k: int = 5
+) -> list[tuple[float, float]]:
+    """The k largest gaps with nothing running on any stream, as (gap, where it starts)."""
+    starts, ends = merged_all
+    gaps = starts[1:] - ends[:-1]
+    picked = np.arange(len(gaps))
+    if len(gaps) > k:
+        cut = np.partition(gaps, len(gaps) - k)[len(gaps) - k]
+        picked = np.flatnonzero(gaps >= cut)
+    pairs = zip(gaps[picked].tolist(), ends[:-1][picked].tolist(), strict=True)
+    return sorted(pairs, reverse=True)[:k]
+
+
 def _idle(
     trace: ChromeTrace,
-    order: list[int],
-    launch_ts: list[float | None],
+    order: np.ndarray,
+    launch_ts: np.ndarray,
     origin: float,
-    merged_compute: tuple[array, array] | None = None,
-) -> tuple[dict[str, Any], tuple[array, array]]:
+    merged_compute: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
     g = trace.gpu
     merged_all = merge_intervals(order, g.ts, g.dur)
     if not len(merged_all[0]):
         return {"kernel_time_ms": 0.0, "streams": []}, merged_all
-    kernel_time = merged_all[1][-1] - merged_all[0][0]
+    kernel_time = float(merged_all[1][-1] - merged_all[0][0])
     busy = _total(merged_all)
     idle = max(0.0, kernel_time - busy)
     if merged_compute is None:
         merged_compute = merge_intervals(_of_kind(order, g.kind, COMPUTE), g.ts, g.dur)
     compute = _total(merged_compute)
     non_compute = max(0.0, kernel_time - compute - idle)
-    streams: dict[tuple[int, int], dict[str, Any]] = {}
-    prev_end: dict[tuple[int, int], float] = {}
-    ts, dur = g.ts, g.dur
-    for i, key in zip(
-        order,
-        zip(map(g.device.__getitem__, order), map(g.stream.__getitem__, order), strict=True),
-        strict=True,
-    ):
-        st = streams.get(key)
-        start = ts[i]
-        d = dur[i]
-        end = start + d
-        if st is None:
-            streams[key] = {
-                "device": key[0],
-                "stream": key[1],
-                "count": 1,
-                "first": start,
-                "last": end,
-                "busy": d,
-                "host_wait": 0.0,
-                "kernel_wait": 0.0,
-                "other": 0.0,
-            }
-            prev_end[key] = end
-            continue
-        st["count"] += 1
-        st["busy"] += d
-        pe = prev_end[key]
-        gap = start - pe
-        if gap > 0:
-            lt = launch_ts[i]
-            if lt is not None and lt > pe:
-                st["host_wait"] += gap
-            elif gap < CONSECUTIVE_KERNEL_DELAY_US:
-                st["kernel_wait"] += gap
-            else:
-                st["other"] += gap
-        if end > pe:
-            prev_end[key] = end
-        if end > st["last"]:
-            st["last"] = end
-    # The largest gaps with nothing running on any stream.
-    gaps = sorted(
-        (
-            (merged_all[0][k + 1] - merged_all[1][k], merged_all[1][k])
-            for k in range(len(merged_all[0]) - 1)
-        ),
-        reverse=True,
-    )[:5]
+    gaps = _largest_gaps(merged_all)
     stream_rows = []
-    for st in sorted(streams.values(), key=lambda s: -s["busy"]):
+    for st in sorted(_stream_idle(g, order, launch_ts), key=lambda s: -s["busy"]):
         span = st["last"] - st["first"]
         idle_s = st["host_wait"] + st["kernel_wait"] + st["other"]
         stream_rows.append(
@@ -557,9 +645,9 @@ def _idle(
 
 def _collectives(
     trace: ChromeTrace,
-    order: list[int],
-    merged_compute: tuple[array, array],
-    comm: tuple[array, array] | None = None,
+    order: np.ndarray,
+    merged_compute: tuple[np.ndarray, np.ndarray],
+    comm: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     g = trace.gpu
     if comm is None:
@@ -590,71 +678,69 @@ def _collectives(
     }
 
 
-def _graph_launches(trace: ChromeTrace, launch_of: array, index: _LaunchIndex) -> dict[str, Any]:
-    lc = trace.launches
+def _graph_launches(
+    trace: ChromeTrace, launch_of: np.ndarray, index: _LaunchIndex
+) -> dict[str, Any]:
+    lc_kind = _np(trace.launches.kind)
     g = trace.gpu
-    n_graph = sum(1 for k in lc.kind if k == LAUNCH_GRAPH)
-    n_eager = sum(1 for k in lc.kind if k == LAUNCH_KERNEL)
-    n_mem = sum(1 for k in lc.kind if k == LAUNCH_MEMORY)
-    per_graph: dict[int, int] = {}
-    graph_kernels = eager_kernels = unlinked = memory_ops = 0
-    graph_ms = eager_ms = 0.0
-    delays: list[float] = []
-    for i in range(len(g)):
-        k = launch_of[i]
-        if k < 0:
-            unlinked += 1
-            continue
-        kind = index.kind[k]
-        if g.kind[i] == MEMORY:
-            memory_ops += 1
-            continue
-        if kind == LAUNCH_GRAPH:
-            graph_kernels += 1
-            graph_ms += g.dur[i]
-            per_graph[k] = per_graph.get(k, 0) + 1
-        elif kind == LAUNCH_KERNEL:
-            eager_kernels += 1
-            eager_ms += g.dur[i]
-            if len(delays) < 1_000_000:
-                delays.append(g.ts[i] - index.end[k])
-    linked = graph_kernels + eager_kernels
+    linked = launch_of >= 0
+    by = launch_of[linked]
+    launch_kind = index.kind[by]
+    kind = _np(g.kind)[linked]
+    dur = _np(g.dur)[linked]
+    not_memory = kind != MEMORY
+    graph = not_memory & (launch_kind == LAUNCH_GRAPH)
+    eager = not_memory & (launch_kind == LAUNCH_KERNEL)
+    graph_kernels = int(np.count_nonzero(graph))
+    eager_kernels = int(np.count_nonzero(eager))
+    per_graph = np.bincount(by[graph]) if graph_kernels else np.zeros(1, dtype=np.int64)
+    delays = (_np(g.ts)[linked][eager] - index.end[by[eager]])[:1_000_000]
+    linked_kernels = graph_kernels + eager_kernels
     return {
-        "graph_launches": n_graph,
-        "eager_kernel_launches": n_eager,
-        "memory_launches": n_mem,
+        "graph_launches": int(np.count_nonzero(lc_kind == LAUNCH_GRAPH)),
+        "eager_kernel_launches": int(np.count_nonzero(lc_kind == LAUNCH_KERNEL)),
+        "memory_launches": int(np.count_nonzero(lc_kind == LAUNCH_MEMORY)),
         "kernels_from_graphs": graph_kernels,
         "kernels_from_eager_launches": eager_kernels,
-        "memory_ops_with_linked_launch": memory_ops,
-        "activities_without_linked_launch": unlinked,
-        "graph_kernel_time_ms": _r(graph_ms / 1e3),
-        "eager_kernel_time_ms": _r(eager_ms / 1e3),
-        "max_kernels_per_graph_launch": max(per_graph.values(), default=0),
-        "graph_launch_fraction": _r(graph_kernels / linked, 4) if linked else None,
-        "eager_launch_delay_p50_us": _r(percentile(delays, 50)),
-        "eager_launch_delay_p99_us": _r(percentile(delays, 99)),
+        "memory_ops_with_linked_launch": int(np.count_nonzero(~not_memory)),
+        "activities_without_linked_launch": int(len(launch_of) - len(by)),
+        "graph_kernel_time_ms": _r(_sum_in_order(dur[graph]) / 1e3),
+        "eager_kernel_time_ms": _r(_sum_in_order(dur[eager]) / 1e3),
+        "max_kernels_per_graph_launch": int(per_graph.max()),
+        "graph_launch_fraction": _r(graph_kernels / linked_kernels, 4) if linked_kernels else None,
+        "eager_launch_delay_p50_us": _r(_percentile_sorted(np.sort(delays), 50)),
+        "eager_launch_delay_p99_us": _r(_percentile_sorted(np.sort(delays), 99)),
     }
 
 
+def _percentile_sorted(s: np.ndarray, q: float) -> float | None:
+    """``artifacts.stats.percentile`` of values already sorted (the same arithmetic)."""
+    if not len(s):
+        return None
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return float(s[lo]) + (float(s[hi]) - float(s[lo])) * (pos - lo)
+
+
 def _long_cpu_ops(
-    trace: ChromeTrace, merged_all: tuple[array, array], origin: float
+    trace: ChromeTrace, merged_all: tuple[np.ndarray, np.ndarray], origin: float
 ) -> list[dict[str, Any]]:
     """Longest CPU ops that launched nothing: time the host spent while the GPU waited."""
     lc = trace.launches
-    by_tid: dict[int, array] = {}
-    for i in range(len(lc)):
-        by_tid.setdefault(lc.tid[i], array("d")).append(lc.ts[i])
-    for key in by_tid:
-        by_tid[key] = array("d", sorted(by_tid[key]))
+    tids, launch_ts = _np(lc.tid), _np(lc.ts)
+    by_thread = np.lexsort((launch_ts, tids))  # by thread, then start
+    tids, launch_ts = tids[by_thread], launch_ts[by_thread]
     picked: list[Span] = []
     out = []
     for op in trace.cpu_ops:
         if len(out) >= TOP_CPU_OPS or op.dur <= 0:
             break
-        ts = by_tid.get(op.tid)
-        if ts is not None:
-            k = bisect.bisect_left(ts, op.ts)
-            if k < len(ts) and ts[k] <= op.ts + op.dur:
+        lo = int(np.searchsorted(tids, op.tid, side="left"))
+        hi = int(np.searchsorted(tids, op.tid, side="right"))
+        if lo < hi:
+            k = lo + int(np.searchsorted(launch_ts[lo:hi], op.ts, side="left"))
+            if k < hi and launch_ts[k] <= op.ts + op.dur:
                 continue
         if any(
             p.tid == op.tid and p.ts <= op.ts and op.ts + op.dur <= p.ts + p.dur for p in picked
@@ -686,7 +772,7 @@ def _outermost(spans: list[Span]) -> list[Span]:
 
 
 def _build_steps(
-    trace: ChromeTrace, order: list[int], launch_ts: list[float | None], origin: float
+    trace: ChromeTrace, order: np.ndarray, launch_ts: np.ndarray, origin: float
 ) -> list[dict[str, Any]]:
     g = trace.gpu
     spans = sorted(trace.steps, key=lambda s: s.ts)
@@ -702,16 +788,23 @@ def _build_steps(
     cur_e = [0.0] * n
     allreduce = [0] * n
     step_of = array("q", [-1]) * len(g)
-    for i in order:
-        t = launch_ts[i]
-        if t is None:
-            t = g.ts[i]
-        k = bisect.bisect_right(starts, t) - 1
-        if k < 0 or t > spans[k].ts + spans[k].dur:
-            continue
+    # A kernel belongs to the step in which its launch started (its own start unlinked).
+    gts = _np(g.ts)
+    when = np.where(np.isnan(launch_ts), gts, launch_ts)[order]
+    at = np.searchsorted(np.asarray(starts), when, side="right") - 1
+    ends = np.asarray([sp.ts + sp.dur for sp in spans])
+    inside = at >= 0
+    inside[inside] = when[inside] <= ends[at[inside]]
+    for i, k, s, d in zip(
+        order[inside].tolist(),
+        at[inside].tolist(),
+        gts[order[inside]].tolist(),
+        _np(g.dur)[order[inside]].tolist(),
+        strict=True,
+    ):
         step_of[i] = k
         kernels[k] += 1
-        s, e = g.ts[i], g.ts[i] + g.dur[i]
+        e = s + d
         if cur_s[k] is None or s > cur_e[k]:
             if cur_s[k] is not None:
                 busy[k] += cur_e[k] - cur_s[k]
@@ -871,10 +964,12 @@ def analyse_trace(
     """Steps, GPU time by kind, idle, collectives, graph launches, findings and signals."""
     g = trace.gpu
     origin = _origin(trace)
-    order = sorted(range(len(g)), key=g.ts.__getitem__)
+    order = np.argsort(_np(g.ts), kind="stable")  # start order, ties in file order
     index = _LaunchIndex.build(trace)
     launch_of = index.find_all(g.corr)
-    launch_ts: list[float | None] = [index.ts[k] if k >= 0 else None for k in launch_of]
+    launch_ts = np.full(len(g), np.nan)
+    linked = launch_of >= 0
+    launch_ts[linked] = index.ts[launch_of[linked]]
 
     merged_kinds = _merged_kinds(trace, order)
     merged_compute = merged_kinds[COMPUTE]
