@@ -152,3 +152,26 @@ def test_observation_values_and_texts_are_stored_exactly(targets):
             (o.target_id, s, labels, float(v)) for o in batch for s, labels, v in o.observations
         }
         assert stored == expected
+
+
+def test_snapshots_are_stored_as_given(targets):
+    """On PostgreSQL the cycle's snapshots travel as one separator-joined text (psycopg's
+    text[] dumper escaped every quote through a Python callback): quotes, backslashes, a
+    separator or control character inside a value, non-ASCII text and a lone poll all
+    come back equal."""
+    awkward = {
+        "note": 'say "hi" \\ \x1f \x07 \n tab\t',
+        "name": 'vllm:kv_cache_usage_perc{engine="0"}',
+        "unicode": "Grüße 🚀",
+        "nested": {"buckets": [[0.005, 1.0], ["+Inf", 3.0]], "empty": {}},
+    }
+    snapshots = [awkward, {}, {"counters": {"a": 1.5}}]
+    outcomes = [
+        PollOutcome(target_id=t.pk, ok=True, snapshot=s)
+        for t, s in zip(targets, snapshots, strict=True)
+    ]
+    for batch in (outcomes, outcomes[:1]):
+        Poll.objects.all().delete()
+        record_cycle(CYCLE, batch)
+        stored = dict(Poll.objects.values_list("target_id", "snapshot"))
+        assert stored == {o.target_id: o.snapshot for o in batch}
