@@ -23,11 +23,18 @@ baseline measured in the same run on the same bytes:
 - end to end: ``load_snapshot`` + ``analyse_snapshot`` vs ``pickle.loads`` + segsum + trace.
 
 torch is needed for the _memory_viz baseline only; without it those columns are skipped.
+
+Both sides run under the collector policy of the artifact worker that analyses uploads
+(``atlas_console.gc_policy``: start-up heap frozen, young collections every 50,000 net
+allocations), applied once the imports are done, torch's included; ``--gc-default`` keeps
+CPython's defaults instead (there, the collector's walks over torch's heap, which the
+worker never imports, are charged to whichever side allocates more containers).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import pickle
 import sys
 import time
@@ -60,6 +67,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose artifacts to run")
     parser.add_argument("--no-enginesim", action="store_true", help="real samples only")
+    parser.add_argument(
+        "--gc-default", action="store_true", help="CPython's collector defaults, not the worker's"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from tests.support.samples import MEMORY_SNAPSHOTS
@@ -77,6 +87,12 @@ def main() -> None:
         from torch.cuda import _memory_viz
     except ImportError:  # pragma: no cover
         _memory_viz = None
+    if not args.gc_default:
+        from atlas_console.gc_policy import tune_for_worker
+
+        print(f"collector: the worker's policy, thresholds {tune_for_worker()}")
+    else:
+        print(f"collector: CPython's defaults, thresholds {gc.get_threshold()}")
     inputs = {p.name: p.read_bytes() for p in sorted(MEMORY_SNAPSHOTS.glob("*")) if p.is_file()}
     if enginesim is not None:
         inputs["enginesim healthy 100k entries (synthetic)"] = enginesim

@@ -15,6 +15,12 @@ Named baseline, measured in the same run on the same endpoints: a real Prometheu
 (resource.getrusage: user + system), and beside it the PostgreSQL backend's that served
 it (/proc/<pid>/stat), since Prometheus's storage is inside its own process.
 
+The bench runs the cycles under the collector policy of the worker
+(``atlas_console.gc_policy``: start-up heap frozen, young collections every 50,000 net
+allocations), applied after the set-up as a worker applies it after its init;
+``--gc-default`` keeps CPython's defaults. The "gc s" column is the time the cyclic
+collector itself took per cycle (``gc.callbacks``), inside the worker's CPU.
+
 A size "fits" when the steady-state cycle finishes within the 5 s interval; endpoints
 per 5 s cycle is N x 5 s / (steady cycle wall time). Ratios are what carry across
 machines; nothing asserts absolute times.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import gc
 import os
 import resource
 import shutil
@@ -91,6 +98,24 @@ def _cpu_of(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:  # noqa: PTH123
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _CollectorTime:
+    """CPU seconds spent inside the cyclic collector, from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.total += time.process_time() - self._started
+
+
+COLLECTOR = _CollectorTime()
 
 
 def _own_cpu() -> float:
@@ -193,13 +218,13 @@ def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile
 
     backend = _backend_pid()
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    walls, cpus, db_cpus, stored = [], [], [], 0
+    walls, cpus, db_cpus, gcs, stored = [], [], [], [], 0
     for n in range(cycles):
         cycle = start + timedelta(seconds=INTERVAL_S * n)
         measured = n >= cycles - steady
         if measured and profiler:
             profiler.enable()
-        wall0, cpu0 = time.perf_counter(), _own_cpu()
+        wall0, cpu0, gc0 = time.perf_counter(), _own_cpu(), COLLECTOR.total
         db0 = _cpu_of(backend) if backend else 0.0
         stored = poll_cycle(deployment.pk, cycle)
         wall, cpu = time.perf_counter() - wall0, _own_cpu() - cpu0
@@ -210,6 +235,7 @@ def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile
             walls.append(wall)
             cpus.append(cpu)
             db_cpus.append(db)
+            gcs.append(COLLECTOR.total - gc0)
         # Keep real time roughly on the grid so the simulator's counters move.
         time.sleep(max(0.0, INTERVAL_S - wall) if measured else 0.2)
     failed = Poll.objects.filter(target__deployment=deployment, ok=False).count()
@@ -217,6 +243,7 @@ def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile
         "wall": sum(walls) / len(walls),
         "cpu": sum(cpus) / len(cpus),
         "db_cpu": sum(db_cpus) / len(db_cpus),
+        "gc": sum(gcs) / len(gcs),
         "stored": stored,
         "failed": failed,
     }
@@ -238,6 +265,9 @@ def main() -> None:
     parser.add_argument("--prom-span", type=float, default=30.0, help="seconds of Prometheus CPU")
     parser.add_argument("--no-prometheus", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the steady cycles to FILE")
+    parser.add_argument(
+        "--gc-default", action="store_true", help="CPython's collector defaults, not the worker's"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if os.environ.get("DATABASE_URL"):
@@ -253,13 +283,19 @@ def main() -> None:
         from teams.models import Team
 
         team = Team.objects.create(name="bench")
+        if args.gc_default:
+            print(f"collector: CPython's defaults, thresholds {gc.get_threshold()}")
+        else:
+            from atlas_console.gc_policy import tune_for_worker
+
+            print(f"collector: the worker's policy, thresholds {tune_for_worker()}")
         # CPU time, not wall: waits on the database and the network are not costs here.
         profiler = cProfile.Profile(time.process_time) if args.profile else None
         print(f"database: {'PostgreSQL' if url else 'SQLite'}; {cycles} cycles per size, "
               f"the last {args.steady} (window full) measured")  # fmt: skip
         print(f"{'targets':>8} {'cycle s':>8} {'fits 5 s':>8} {'endpoints/5s':>12} "
               f"{'CPU s/cycle':>11} {'db CPU s':>8} {'prom CPU s':>10} {'ms/endpoint':>11} "
-              f"{'db ms':>6} {'prom ms':>8} {'ratio':>6} {'w/ db':>6}")  # fmt: skip
+              f"{'db ms':>6} {'prom ms':>8} {'ratio':>6} {'w/ db':>6} {'gc s':>6}")  # fmt: skip
         for size in sizes:
             process, base = _start_sim(size, min(args.simulated, size))
             try:
@@ -297,7 +333,7 @@ def main() -> None:
                 f"{size * INTERVAL_S / ours['wall']:>12.0f} {ours['cpu']:>11.2f} "
                 f"{ours['db_cpu']:>8.2f} {prom_cpu:>10.2f} {ours['cpu'] * per:>11.2f} "
                 f"{ours['db_cpu'] * per:>6.2f} {prom_cpu * per:>8.2f} "
-                f"{ours['cpu'] / prom_cpu:>6.1f} {total / prom_cpu:>6.1f}"
+                f"{ours['cpu'] / prom_cpu:>6.1f} {total / prom_cpu:>6.1f} {ours['gc']:>6.2f}"
             )
         if profiler:
             profiler.dump_stats(args.profile)

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from kombu import Connection
 
+from atlas_console import gc_policy
 from probes.models import WorkerHeartbeat
 from probes.tasks import record_heartbeat
 from tests.support.workers import broker_for, celery_worker, wait_for
@@ -44,6 +45,8 @@ def test_a_worker_processes_a_task_through_the_real_broker(worker, tmp_path):
     beat = WorkerHeartbeat.objects.get(tick=tick)
     assert beat.hostname.startswith(queue)
     assert beat.queue == queue
+    # The worker's processes run under the product's collector policy (gc_policy).
+    assert f"thresholds ({gc_policy.YOUNG_THRESHOLD}, " in log, log[-3000:]
 
 
 def test_redelivering_the_same_tick_records_it_once(worker):
