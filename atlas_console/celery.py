@@ -21,7 +21,7 @@ app.autodiscover_tasks()
 def _tune_gc(**_: object) -> None:
     """Each worker process (the main one before a prefork pool forks, then each child
     after its init) freezes its start-up heap and collects young cycles less often: the
-    collector's walks were 28 % of a poll cycle's CPU (``atlas_console.gc_policy``)."""
+    collector took ~20 % of a poll cycle's CPU (``atlas_console.gc_policy``)."""
     thresholds = gc_policy.tune_for_worker()
     logging.getLogger("atlas.gc").info(
         "gc: %d start-up objects frozen, thresholds %s", gc.get_freeze_count(), thresholds
