@@ -286,6 +286,30 @@ def calibrate(
     return Calibration(max(slope, 1e-4), single, medians, batches, slowest_step_ms=slowest)
 
 
+def served_per_s(
+    send_batch: BatchSender, *, prompt: int, output: int, seats: int, first_seq: int = 1_000_000
+) -> float:
+    """Requests a second the engine serves of one shape with ``seats`` running, measured:
+    ``seats`` requests sent at once, divided by the time the last one took (client clock).
+
+    Why not only the idle calibration: its steps come from a batch of sixteen short streams,
+    and the busy engine's per-sequence cost is not linear beyond that (an incident's 40
+    streams decoded at ~27 ms a token where the linear model said ~6). A fix's verification
+    sized from it ran at ~1x, not 0.5x, what the fixed engine served: waits for a seat and a
+    p95 TTFT over target (CI, 2026-12-06). The makespan of a full batch is the capacity
+    the verification's arrivals must stay under, measured on the engine it verifies."""
+    if seats < 1 or prompt < 1 or output < 1:
+        raise CalibrationError("a served-rate probe needs at least one seat and one token")
+    plan = [PlannedRequest(first_seq + i, 0.0, prompt, output) for i in range(seats)]
+    outcomes = send_batch(plan)
+    for outcome in outcomes:
+        _check(outcome, "served-rate")
+    makespan = max(o.e2e_s for o in outcomes if o.e2e_s is not None)
+    if makespan <= 0:
+        raise CalibrationError("the served-rate probe took no time")
+    return seats / makespan
+
+
 @dataclass(frozen=True)
 class EngineKv:
     """The engine's own KV report (``vllm:cache_config_info``), read by the product's parser."""

@@ -26,6 +26,7 @@ engine, and the same calibration always gives the same plan.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ class Capacity:
     """What one engine serves of one shape: concurrency, per-request service, throughput."""
 
     concurrency: int  # requests running at once (seats or KV, whichever binds)
-    bound_by: str  # "seats" | "kv"
+    bound_by: str  # "seats" | "kv" | "measured" (a full batch served slower than modelled)
     service_s: float  # one request's prefill + decode at that concurrency
     requests_per_s: float
 
@@ -231,10 +232,17 @@ def healthy_load(costs: EngineCosts, *, seats: int, factor: float = HEALTHY_FACT
 
 
 def serving_load(costs: EngineCosts, shape: Shape, *, seats: int, factor: float,
-                 duration_s: float) -> IncidentLoad:  # fmt: skip
+                 duration_s: float, served_per_s: float | None = None) -> IncidentLoad:  # fmt: skip
     """A load of ``shape`` at ``factor`` x what ``seats`` serve (fix verification: an
-    arrival process the fixed engine can serve)."""
+    arrival process the fixed engine can serve). ``served_per_s``: the rate a full batch
+    was measured to be served at (``realengine.calibrate.served_per_s``); where it is below
+    the modelled capacity, it is the capacity."""
     cap = capacity(costs, shape, seats)
+    if served_per_s is not None:
+        if served_per_s <= 0:
+            raise SizingError("a measured serving rate must be positive")
+        if served_per_s < cap.requests_per_s:
+            cap = dataclasses.replace(cap, bound_by="measured", requests_per_s=served_per_s)
     return IncidentLoad("serving", shape, seats, cap, factor, factor * cap.requests_per_s,
                         duration_s=duration_s, warmup_s=0.0)  # fmt: skip
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from loadgen.report import Outcome
-from realengine.calibrate import calibrate, tiny_budget
+from realengine.calibrate import CalibrationError, calibrate, served_per_s, tiny_budget
 from realengine.controller import UnsupportedSetting, flags_for_fix
 from realengine.install import REQUIREMENTS, STAMP, ensure_installed
 from realengine.model import TINY_LLAMA, kv_bytes_per_token, write_tiny_model
@@ -78,3 +78,30 @@ def test_a_matching_stamp_is_trusted_without_pip(tmp_path):
     install = ensure_installed(env)
     assert install.fresh is False
     assert install.install_s == 12.5
+
+
+def test_the_served_rate_is_a_full_batch_over_its_makespan():
+    sent: list[list] = []
+
+    def send_batch(requests):
+        sent.append(requests)
+        # The last of the batch finishes at 4 s: six requests in 4 s.
+        return [Outcome(r.seq, r.prompt_tokens, r.max_tokens, 0, 0.0, status="ok", ttft_s=0.1,
+                        e2e_s=2.0 + 0.4 * i, output_tokens=r.max_tokens)
+                for i, r in enumerate(requests)]  # fmt: skip
+
+    assert served_per_s(send_batch, prompt=300, output=200, seats=6) == pytest.approx(1.5)
+    (batch,) = sent
+    assert len(batch) == 6 and {(r.prompt_tokens, r.max_tokens) for r in batch} == {(300, 200)}
+    assert len({r.seq for r in batch}) == 6
+
+
+def test_a_served_rate_probe_that_fails_says_so():
+    def failing(requests):
+        return [Outcome(r.seq, r.prompt_tokens, r.max_tokens, 0, 0.0, status="error",
+                        error="connection refused") for r in requests]  # fmt: skip
+
+    with pytest.raises(CalibrationError, match="connection refused"):
+        served_per_s(failing, prompt=300, output=200, seats=3)
+    with pytest.raises(CalibrationError):
+        served_per_s(failing, prompt=300, output=200, seats=0)

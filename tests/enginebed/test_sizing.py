@@ -106,6 +106,22 @@ def test_serving_load_is_a_fraction_of_the_fixed_engines_capacity():
     assert load.rate_per_s == pytest.approx(0.5 * capacity(costs(), shape, 9).requests_per_s)
 
 
+def test_a_measured_serving_rate_below_the_model_is_the_capacity():
+    shape = Shape((250, 350), (300, 340))
+    modelled = capacity(costs(), shape, 9).requests_per_s
+    slower = serving_load(costs(), shape, seats=9, factor=0.5, duration_s=60,
+                          served_per_s=modelled / 2)  # fmt: skip
+    assert slower.capacity.bound_by == "measured"
+    assert slower.rate_per_s == pytest.approx(0.25 * modelled)
+    # A faster measurement does not raise the rate above what the model allows.
+    faster = serving_load(costs(), shape, seats=9, factor=0.5, duration_s=60,
+                          served_per_s=modelled * 3)  # fmt: skip
+    assert faster.capacity.bound_by == "seats"
+    assert faster.rate_per_s == pytest.approx(0.5 * modelled)
+    with pytest.raises(SizingError):
+        serving_load(costs(), shape, seats=9, factor=0.5, duration_s=60, served_per_s=0.0)
+
+
 def test_calibration_measures_the_batch_slope():
     def outcome(request, step_s):
         prefill = 0.010 + request.prompt_tokens * 0.00005

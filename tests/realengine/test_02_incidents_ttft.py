@@ -36,7 +36,7 @@ from investigations.diagnose import evaluation_json
 from investigations.evaluation import WINDOW_COVERAGE
 from investigations.playbook import get_playbook
 from realengine import EngineFlags
-from realengine.calibrate import cautious, tiny_budget
+from realengine.calibrate import batch_sender, cautious, served_per_s, tiny_budget
 from realengine.controller import apply_fix
 from realengine.sizing import (
     SizingError,
@@ -155,9 +155,16 @@ def test_kv_cache_pressure_ranks_first_and_only_the_applied_fix_verifies(
     # restarted engine (the machine's load changes over minutes; the first calibration
     # read a 15 ms step where the incident's engine decoded at ~27 ms a token).
     fixed_calibration, fixed_costs = calibrate_engine(engine, "calibration.kv_fixed")
+    # And what the fixed engine serves of the incident's shape with every seat taken,
+    # measured: the idle calibration's linear step model read ~2x that rate once (CI,
+    # 2026-12-06: arrivals at "0.5x" queued for seats, p95 TTFT 0.65 s over 0.5 s).
+    served = served_per_s(batch_sender(engine.url, "tiny-llama"),
+                          prompt=round(load.shape.prompt_mean),
+                          output=round(load.shape.output_mean), seats=seats)  # fmt: skip
+    record("served_per_s.kv_fixed", round(served, 4))
     serving = serving_load(cautious(fixed_costs, fixed_calibration), load.shape, seats=seats,
-                           factor=VERIFY_FACTOR,
-                           duration_s=VERIFY_S)  # fmt: skip
+                           factor=VERIFY_FACTOR, duration_s=VERIFY_S,
+                           served_per_s=served)  # fmt: skip
     plan = serving.plan(seed=2)
     # The SLO the fixed engine is held to comes from the same calibration its arrivals are
     # sized from: the first one can be minutes and a 6x change of machine speed older
