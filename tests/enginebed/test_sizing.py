@@ -25,6 +25,8 @@ from realengine.sizing import (
     overload_load,
     prefill_load,
     serving_load,
+    utilisation_for_wait,
+    wait_probability,
 )
 
 TINY = {"kv_tokens": 12288, "block_size": 128, "max_model_len": 1024}
@@ -296,3 +298,35 @@ def test_without_a_bound_in_range_the_ceiling_stays_geometric():
     machine = EngineCosts(0.05, 15, 0.5, kv_tokens=12288, block_size=128, max_model_len=2048)
     plain = prefill_load(machine)
     assert prefill_load(machine, itl_bounds_ms=(1, 10_000)).itl_ceiling_ms == plain.itl_ceiling_ms
+
+
+def test_erlang_c_matches_the_textbook_formula():
+    def textbook(c: int, a: float) -> float:
+        top = a**c / math.factorial(c) * c / (c - a)
+        return top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+
+    for seats, utilisation in ((1, 0.5), (9, 0.5), (9, 0.38), (18, 0.9), (40, 0.7)):
+        assert wait_probability(seats, utilisation) == pytest.approx(
+            textbook(seats, utilisation * seats), rel=1e-9
+        )
+    assert wait_probability(1, 0.5) == pytest.approx(0.5)  # M/M/1: P(wait) = rho
+    assert wait_probability(9, 0.0) == 0.0
+    # Large seat counts stay finite (the factorials alone would overflow a float).
+    assert 0 < wait_probability(2000, 0.99) < 1
+    with pytest.raises(SizingError):
+        wait_probability(9, 1.0)
+
+
+def test_the_wait_share_lowers_the_verification_rate_to_what_meets_it():
+    assert wait_probability(9, 0.5) > 0.04  # why half of nine seats is not enough
+    rho = utilisation_for_wait(9, 0.01)
+    assert wait_probability(9, rho) <= 0.01 < wait_probability(9, rho + 1e-3)
+    shape = Shape((250, 350), (300, 340))
+    modelled = capacity(costs(), shape, 9).requests_per_s
+    load = serving_load(costs(), shape, seats=9, factor=0.5, duration_s=60, wait_share=0.01)
+    assert load.factor == pytest.approx(rho) and load.rate_per_s == pytest.approx(rho * modelled)
+    # More seats at the same utilisation wait less: the factor stays where it was asked.
+    wide = serving_load(costs(), shape, seats=60, factor=0.5, duration_s=60, wait_share=0.01)
+    assert wide.factor == 0.5
+    with pytest.raises(SizingError):
+        utilisation_for_wait(9, 0.0)
