@@ -211,12 +211,55 @@ def prometheus_per_cycle(base: str, size: int, span_s: float, warm_s: float) -> 
     return {"cpu_per_cycle": (cpu1 - cpu0) / cycles, "up": up}
 
 
-def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile | None) -> dict:
+class StatementCosts:
+    """Django execute wrapper: the PostgreSQL backend's CPU and the worker's wall time per
+    statement shape (its first words up to the first parameter or value), so the database's
+    share of a cycle can be told apart by query. /proc counts in clock ticks (10 ms): read
+    over many cycles or big statements, not one small query."""
+
+    def __init__(self, backend: int) -> None:
+        self.backend = backend
+        self.cpu: dict[str, float] = {}
+        self.wall: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    @staticmethod
+    def shape(sql: str) -> str:
+        head = " ".join(sql.split())
+        for stop in (" VALUES", " WHERE", " SET", " SELECT (", " FROM unnest"):
+            if stop in head[8:]:
+                head = head[: head.index(stop, 8)]
+        return head[:90]
+
+    def __call__(self, execute, sql, params, many, context):
+        key = self.shape(sql)
+        cpu0, wall0 = _cpu_of(self.backend), time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.cpu[key] = self.cpu.get(key, 0.0) + _cpu_of(self.backend) - cpu0
+            self.wall[key] = self.wall.get(key, 0.0) + time.perf_counter() - wall0
+            self.calls[key] = self.calls.get(key, 0) + 1
+
+    def report(self, cycles: int, size: int) -> None:
+        total = sum(self.cpu.values()) or 1.0
+        print(f"  PostgreSQL CPU by statement, per cycle ({cycles} cycles, {size} targets):")
+        for key, cpu in sorted(self.cpu.items(), key=lambda kv: -kv[1]):
+            wall, calls = self.wall[key] / cycles, self.calls[key] // cycles
+            print(f"    {cpu / cycles:7.3f} s {100 * cpu / total:5.1f} %  wall {wall:6.3f} s"
+                  f"  x{calls:<4} {key}")  # fmt: skip
+
+
+def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile | None,
+                statements: bool = False) -> dict:  # fmt: skip
     """Run ``cycles`` poll cycles; averages over the last ``steady`` (window full)."""
+    from django.db import connection
+
     from probes.models import Poll
     from probes.tasks import poll_cycle
 
     backend = _backend_pid()
+    costs = StatementCosts(backend) if statements and backend else None
     start = datetime(2026, 1, 1, tzinfo=UTC)
     walls, cpus, db_cpus, gcs, stored = [], [], [], [], 0
     for n in range(cycles):
@@ -226,7 +269,8 @@ def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile
             profiler.enable()
         wall0, cpu0, gc0 = time.perf_counter(), _own_cpu(), COLLECTOR.total
         db0 = _cpu_of(backend) if backend else 0.0
-        stored = poll_cycle(deployment.pk, cycle)
+        with connection.execute_wrapper(costs) if measured and costs else contextlib.nullcontext():
+            stored = poll_cycle(deployment.pk, cycle)
         wall, cpu = time.perf_counter() - wall0, _own_cpu() - cpu0
         db = (_cpu_of(backend) - db0) if backend else 0.0
         if measured and profiler:
@@ -238,6 +282,8 @@ def poll_steady(deployment, cycles: int, steady: int, profiler: cProfile.Profile
             gcs.append(COLLECTOR.total - gc0)
         # Keep real time roughly on the grid so the simulator's counters move.
         time.sleep(max(0.0, INTERVAL_S - wall) if measured else 0.2)
+    if costs:
+        costs.report(steady, deployment.targets.count())
     failed = Poll.objects.filter(target__deployment=deployment, ok=False).count()
     return {
         "wall": sum(walls) / len(walls),
@@ -265,6 +311,10 @@ def main() -> None:
     parser.add_argument("--prom-span", type=float, default=30.0, help="seconds of Prometheus CPU")
     parser.add_argument("--no-prometheus", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the steady cycles to FILE")
+    parser.add_argument(
+        "--statements", action="store_true",
+        help="PostgreSQL: the backend's CPU per statement shape over the steady cycles",
+    )  # fmt: skip
     parser.add_argument(
         "--gc-default", action="store_true", help="CPython's collector defaults, not the worker's"
     )
@@ -311,7 +361,7 @@ def main() -> None:
                     )
                     for i in range(size)
                 )
-                ours = poll_steady(deployment, cycles, args.steady, profiler)
+                ours = poll_steady(deployment, cycles, args.steady, profiler, args.statements)
                 if args.no_prometheus:
                     prom = {"cpu_per_cycle": float("nan"), "up": 0}
                 else:

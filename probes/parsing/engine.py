@@ -245,7 +245,7 @@ _VLLM_V1_HISTOGRAMS = {
     "output_batch_tokens": _VLLM_HISTOGRAMS["iteration_tokens"],
 }
 # Families only a V1 engine emits (any version): with them, no engine label is needed.
-_V1_ONLY = frozenset(
+V1_ONLY = frozenset(
     (
         "vllm:kv_cache_usage_perc",
         "vllm:prefix_cache_queries_total",
@@ -351,7 +351,7 @@ def _detect_vllm_v1(exp: Exposition) -> bool:
     vllm = [fam for name, fam in exp.families.items() if name.startswith("vllm:")]
     if not vllm:
         return False
-    if _has_family(exp, _V1_ONLY):
+    if _has_family(exp, V1_ONLY):
         return True
     for fam in vllm:
         if fam.name.endswith("_created"):
@@ -723,6 +723,25 @@ def _mapped(flavour: Flavour) -> frozenset[str]:
 
 
 _KNOWN = {f.key: _mapped(f) | {base_name(n) for n in f.ignored} for f in FLAVOURS}
+
+# What prometheus_client's default collectors and the API server's HTTP instrumentation
+# put beside the engine's families (vLLM 0.32's scrape: 20 of its families).
+RUNTIME_FAMILIES = frozenset(
+    (
+        "python_gc_objects_collected", "python_gc_objects_uncollectable", "python_gc_collections",
+        "python_info", "process_virtual_memory_bytes", "process_resident_memory_bytes",
+        "process_start_time_seconds", "process_cpu_seconds", "process_open_fds",
+        "process_max_fds", "http_requests", "http_request_size_bytes", "http_response_size_bytes",
+        "http_request_duration_highr_seconds", "http_request_duration_seconds",
+    )
+)  # fmt: skip
+# Families no flavour reads, by base name: blanked before an engine scrape is parsed
+# (``exposition.without_families``). Never one a flavour maps or tells flavours apart by.
+UNREAD_FAMILIES: frozenset[str] = (
+    RUNTIME_FAMILIES.union(base_name(n) for f in FLAVOURS for n in f.ignored)
+    - frozenset().union(*(_mapped(f) for f in FLAVOURS))
+    - {base_name(n) for n in V1_ONLY}
+)
 _ALL_PREFIXES = tuple(p for f in FLAVOURS for p in f.prefixes)
 
 

@@ -12,6 +12,7 @@ from probes.parsing.exposition import (
     ExpositionMalformed,
     ExpositionTooLarge,
     parse_exposition,
+    without_families,
 )
 from tests.probes.fixtures.scrapes import vllm_v1_scrape
 from tests.probes.reference_parser import normalized, reference_families
@@ -258,3 +259,73 @@ def test_real_excerpts_parse_like_prometheus_client_whole_and_cut_anywhere(path)
         last = part.rsplit(b"\n", 1)[-1]
         assert theirs == "rejected" and last.strip() in (b"# TYPE", b"# HELP"), (cut, last)
         assert ours == _outcome(reference_families, part[: len(part) - len(last)])
+
+
+BLANKING = """# HELP keep_me A gauge read.
+# TYPE keep_me gauge
+keep_me 1.0
+# HELP drop_total A counter nobody reads.
+# TYPE drop_total counter
+drop_total{a="1"} 3.0
+drop_created{a="1"} 1.7e9
+# HELP drop_hist Histogram nobody reads.
+# TYPE drop_hist histogram
+drop_hist_bucket{le="1.0"} 1.0
+drop_hist_bucket{le="+Inf"} 2.0
+drop_hist_count 2.0
+drop_hist_sum 3.5
+# HELP also_kept Read.
+# TYPE also_kept gauge
+also_kept 2.0
+"""
+
+
+def test_blanked_families_are_gone_and_every_other_line_keeps_its_number():
+    blanked = without_families(BLANKING, {"drop", "drop_hist"}, lambda n: n.removesuffix("_total"))
+    assert blanked.count("\n") == BLANKING.count("\n")
+    families = parse_exposition(blanked).families
+    assert set(families) == {"keep_me", "also_kept"}
+    assert families["also_kept"].samples[0].value == 2.0
+    # An error after a blanked block is reported at the line it has in the scrape.
+    broken = BLANKING.replace("also_kept 2.0", "also_kept two")
+    with pytest.raises(ExpositionMalformed) as whole:
+        parse_exposition(broken)
+    with pytest.raises(ExpositionMalformed) as lean:
+        parse_exposition(without_families(broken, {"drop_total", "drop_hist"}))
+    assert lean.value.line == whole.value.line == BLANKING.count("\n")
+
+
+@pytest.mark.parametrize(
+    "intruder",
+    [
+        "stray_untyped 1.0",  # a family declared without HELP, inside the block
+        "# TYPE other gauge\nother 1.0",  # another family's TYPE without HELP
+        "  drop_hist_count 2.0",  # an indented line: not the plain shape, parsed as is
+        "drop_histogram_x 1.0",  # a longer name that merely starts like the family
+    ],
+)
+def test_a_block_with_a_line_not_its_own_is_kept(intruder):
+    text = BLANKING.replace("drop_hist_sum 3.5", f"drop_hist_sum 3.5\n{intruder}")
+    blanked = without_families(text, {"drop_hist"})
+    assert "drop_hist_bucket" in blanked and intruder in blanked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "# HELP",
+        "# HELP drop_hist\n",  # at the very start: no newline before it
+        "\n# HELP \n# HELP  drop_hist x\n",
+        "\n# HELP drop_hist!! x\ndrop_hist_count 1\n",  # not a name: left to the parser
+        "\n# HELP drop_hist" + " x" * 50_000,
+        "\n# HELP drop_hist x\r\ndrop_hist_count 1\r\n",
+    ],
+)
+def test_hostile_text_is_left_to_the_parser(text):
+    blanked = without_families(text, {"drop_hist"})
+    assert blanked.count("\n") == text.count("\n")
+    if "drop_hist!!" in text:
+        assert blanked == text
+    if text.startswith("# HELP drop_hist"):
+        assert blanked == "\n"

@@ -3,11 +3,16 @@ sidecar says it holds: flavour, values, series, or the clear error it deserves."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from probes import observe
 from probes.parsing.engine import (
+    FLAVOURS,
     KNOWN_ENGINES,
+    UNREAD_FAMILIES,
+    V1_ONLY,
     EngineScrapeUnusable,
     base_name,
     detect_flavour,
@@ -15,7 +20,7 @@ from probes.parsing.engine import (
     require_usable,
     unmapped_families,
 )
-from probes.parsing.exposition import parse_exposition
+from probes.parsing.exposition import parse_exposition, without_families
 from tests.support.samples import REAL, samples_absent
 
 pytestmark = pytest.mark.skipif(samples_absent(REAL), reason="shared samples not mounted")
@@ -174,3 +179,56 @@ def test_sglang_0_4_4_unified_engine_type_idle():
         "gen_throughput": 0.0,
     }
     assert "requests_waiting" not in sig.gauges  # cut before num_queue_reqs: absent, not 0
+
+
+CAPTURES = sorted(Path(__file__).resolve().parents[1].glob("realengine/captures/*.metrics.txt"))
+
+
+@pytest.mark.parametrize("path", [*ENGINE_SCRAPES, *CAPTURES], ids=lambda p: p.name)
+def test_blanking_the_unread_families_changes_no_signal(path):
+    """The poll path blanks the families no flavour reads before parsing: every real scrape
+    gives the snapshot (or the refusal) the whole scrape gives, line numbers kept."""
+    text = path.read_text(encoding="utf-8")
+    blanked = without_families(text, UNREAD_FAMILIES, base_name)
+    assert blanked.count("\n") == text.count("\n")
+    exp = parse_exposition(text)
+    whole = engine_signals(exp)
+    lean = engine_signals(parse_exposition(blanked))
+    if not lean.empty:
+        assert (lean.flavour, lean.model_names) == (whole.flavour, whole.model_names)
+        assert (lean.gauges, lean.counters, lean.histograms) == (
+            whole.gauges, whole.counters, whole.histograms,
+        )  # fmt: skip
+    if whole.empty:  # refused, with the whole answer's reason
+        with pytest.raises(EngineScrapeUnusable) as expected:
+            require_usable(exp, whole)
+        with pytest.raises(EngineScrapeUnusable) as seen:
+            observe.observe_engine(path.read_bytes(), [], 1000.0, 60.0)
+        assert str(seen.value) == str(expected.value)
+        return
+    snapshot = observe.observe_engine(path.read_bytes(), [], 1000.0, 60.0).snapshot
+    expected = observe.engine_snapshot(whole)
+    assert set(snapshot.pop("problems")) <= set(expected.pop("problems"))
+    assert snapshot == expected
+
+
+def test_the_real_engines_scrape_loses_its_unread_half_before_parsing():
+    (capture,) = [p for p in CAPTURES if "kv-pressure" in p.name]
+    text = capture.read_text(encoding="utf-8")
+    kept = parse_exposition(without_families(text, UNREAD_FAMILIES, base_name)).families
+    everything = parse_exposition(text).families
+    gone = set(everything) - set(kept)
+    assert {"python_gc_objects_collected_total", "process_cpu_seconds_total",
+            "http_request_duration_highr_seconds", "vllm:request_params_n"} <= gone  # fmt: skip
+    assert not any(base_name(name) not in UNREAD_FAMILIES for name in gone)
+    assert len(kept) < 0.7 * len(everything)
+
+
+def test_no_family_a_flavour_reads_or_detects_by_is_ever_blanked():
+    for flavour in FLAVOURS:
+        read = {base_name(w.name) for spec in flavour.gauges.values() for w in spec.aliases}
+        read |= {base_name(w.name) for aliases in flavour.counters.values() for w in aliases}
+        read |= {base_name(w.name) for aliases in flavour.histograms.values() for w in aliases}
+        read |= {base_name(name) for name in flavour.info}
+        assert not read & UNREAD_FAMILIES, flavour.key
+    assert not {base_name(name) for name in V1_ONLY} & UNREAD_FAMILIES
