@@ -14,6 +14,8 @@ them for the run to count at all.
 
 from __future__ import annotations
 
+import json
+
 from investigations import actions
 from probes.cycles import cycle_start
 from probes.models import Observation, Poll, Target, TargetKind
@@ -104,6 +106,10 @@ def test_hung_slow_and_huge_targets_do_not_cost_the_good_one_a_cycle(
     judged = [w for w in wanted if w in made_alone]
     assert len(judged) >= CYCLES // 2, ("too busy to judge: the control missed", report)
     missing = [w for w in judged if w not in stored]
+    if missing:
+        # In full: pytest's assertion message cuts a report this long before the polls'
+        # store times, which tell an overrun first cycle (claims held) from a skipped one.
+        print(json.dumps({"missing": missing, **report}, indent=1))
     assert not missing, (missing, report, tail(tmp_path, *LOGS))
     made = [w for w in wanted if w in stored]
     window = Observation.objects.filter(
