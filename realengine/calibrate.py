@@ -293,11 +293,12 @@ def served_per_s(
     ``seats`` requests sent at once, divided by the time the last one took (client clock).
 
     Why not only the idle calibration: its steps come from a batch of sixteen short streams,
-    and the busy engine's per-sequence cost is not linear beyond that (an incident's 40
-    streams decoded at ~27 ms a token where the linear model said ~6). A fix's verification
-    sized from it ran at ~1x, not 0.5x, what the fixed engine served: waits for a seat and a
-    p95 TTFT over target (CI, 2026-12-06). The makespan of a full batch is the capacity
-    the verification's arrivals must stay under, measured on the engine it verifies."""
+    and a busy engine's per-sequence cost need not stay linear beyond that (an incident's 40
+    streams once decoded at ~27 ms a token where the linear model said ~6). A guard, not
+    the cause of the 2026-12-06 CI failure (that was seat waits: ``sizing.wait_probability``):
+    in the three runs since, a full batch was served 3-13 % faster than modelled, so the
+    model set the rate. The makespan of a full batch bounds the capacity the verification's
+    arrivals must stay under, measured on the engine it verifies."""
     if seats < 1 or prompt < 1 or output < 1:
         raise CalibrationError("a served-rate probe needs at least one seat and one token")
     plan = [PlannedRequest(first_seq + i, 0.0, prompt, output) for i in range(seats)]
