@@ -294,6 +294,15 @@ class PrefillIncident:
     itl_ceiling_ms: float
     step_with_chunk_ms: float  # a decode step carrying one intended chunk
     step_with_prompt_ms: float  # a decode step carrying a whole long prompt
+    # What one long prompt costs each engine, all in (ms): unfixed, one step carrying it
+    # whole; fixed, that plus a decode step for every further chunk.
+    prompt_cost_unfixed_ms: float = 0.0
+    prompt_cost_fixed_ms: float = 0.0
+    busy_unfixed: float = (
+        0.0  # share of the engine's time the prompts (and decodes' own requests) take
+    )
+    busy_fixed: float = 0.0
+    prompt_step_share: float = 0.0  # unfixed steps carrying a whole prompt, of all steps
 
     @property
     def duration_s(self) -> float:
@@ -311,7 +320,27 @@ class PrefillIncident:
                 "intended_chunk": self.intended_chunk,
                 "itl_ceiling_ms": round(self.itl_ceiling_ms, 1),
                 "step_with_chunk_ms": round(self.step_with_chunk_ms, 1),
-                "step_with_prompt_ms": round(self.step_with_prompt_ms, 1)}  # fmt: skip
+                "step_with_prompt_ms": round(self.step_with_prompt_ms, 1),
+                "prompt_cost_unfixed_ms": round(self.prompt_cost_unfixed_ms, 1),
+                "prompt_cost_fixed_ms": round(self.prompt_cost_fixed_ms, 1),
+                "busy_unfixed": round(self.busy_unfixed, 3),
+                "busy_fixed": round(self.busy_fixed, 3),
+                "prompt_step_share": round(self.prompt_step_share, 4)}  # fmt: skip
+
+
+# How many of the unfixed engine's steps should carry a whole long prompt: a p99 ITL sees
+# what more than one step in a hundred does, and at 1.3 % (one 2026-12-05 run) it read
+# 50 ms against an 89 ms ceiling. Three in a hundred is 3x the p99's share; two the least
+# an incident may be sized with.
+PROMPT_STEP_SHARE = 0.03
+MIN_PROMPT_STEP_SHARE = 0.02
+# The most of the chunking (fixed) engine's time the long prompts may take. The fix is
+# verified on an engine that must keep up: a chunked prompt costs a decode step per chunk
+# on top of its prefill, so the same arrivals weigh more on the fixed engine, and at ~1.3x
+# its capacity (2026-12-07's "0.4 share" of bare prefill, 12 prompts a second) its p99 ITL
+# read the backlog (123 ms against a 25 ms ceiling). At 0.7 an M/D/1 queue waits about a
+# service time on average.
+FIXED_BUSY_MAX = 0.7
 
 
 # How close to either engine's tail a bucket bound may sit and still serve as the ITL
@@ -325,7 +354,10 @@ def prefill_load(
     intended_chunk: int = 256,
     long_prompt: tuple[int, int] = (1600, 1900),
     decode_streams: int = 8,
-    prefill_share: float = 0.4,
+    prompt_step_share: float = PROMPT_STEP_SHARE,
+    fixed_busy_max: float = FIXED_BUSY_MAX,
+    prompt_served_ms: float | None = None,
+    loaded_step_ms: float | None = None,
     service_target_s: float = 6.0,
     run_s: float = 40.0,
     tail_floor_ms: float | None = None,
@@ -333,13 +365,23 @@ def prefill_load(
 ) -> PrefillIncident:
     """Incident 2, sized from the calibration:
 
-    - ``decode_streams`` short-prompt streams decoding for ``service_target_s`` each, on
-      average (Poisson at streams / service);
-    - long prompts arriving so that their prefill takes ``prefill_share`` of the engine's
-      time (Poisson at share / (prompt x prefill cost)). The steps that carry one are
-      share x step / prompt cost of all steps, and a p99 must see them: at a quarter they
-      were 1.3 % (10 ms steps, 196 ms prompts) and the engine's p99 ITL over a 10 s poll
-      read 50 ms against an 89 ms ceiling; at 0.4 they are ~2 %;
+    - ``decode_streams`` short-prompt streams decoding for ``service_target_s`` each at
+      the calibration's step (clamped to 600 tokens), arriving so that that many are in
+      flight at the pace the mix with the prompts below serves them (Little's law);
+    - long prompts arriving so that ``prompt_step_share`` of the unfixed engine's steps
+      carry one whole (what its p99 ITL must see), unless that would keep the *fixed*
+      engine busier than ``fixed_busy_max``; then as many as that allows, and
+      ``SizingError`` below ``MIN_PROMPT_STEP_SHARE``. A long prompt costs the unfixed
+      engine its request cost, its prefill and the one decode step that carries it (or
+      ``prompt_served_ms``, what a burst of them measured on the engine, when that is
+      more: a loaded API server and the load generator share the machine), and the fixed
+      engine that plus a decode step for every further chunk of ``intended_chunk``. Both
+      engines must keep up: the alarm is about the steps' composition, and a backlog's ITL
+      (KV churn, batches swelling) would verify nothing. A decode step costs the
+      calibration's ``step_ms(decode_streams)``, or ``loaded_step_ms`` (the engine's mean
+      ITL with the decode streams running) when that is more: eight streams of a tiny
+      model stream thousands of tokens a second through the API server, which shares the
+      machine with the engine's own steps;
     - the ITL ceiling halfway (geometrically) between a step carrying one intended chunk
       and a step carrying a whole long prompt: the intended budget fits under it, the
       unchunked step does not, whatever the machine's speed; and at least 1.5x
@@ -360,12 +402,48 @@ def prefill_load(
     if long_prompt[1] + 8 > costs.max_model_len:
         raise SizingError(f"a {long_prompt[1]}-token prompt does not fit max-model-len "
                           f"{costs.max_model_len}")  # fmt: skip
+    if not (0 < fixed_busy_max < 1 and 0 < prompt_step_share < 1):
+        raise SizingError("busy and step shares must lie between 0 and 1")
     prompt_ms = costs.prefill_ms_per_token * long_shape.prompt_mean
+    step = max(costs.step_ms(decode_streams), loaded_step_ms or 0.0)
+    unfixed_cost = max(costs.request_ms + prompt_ms + step, prompt_served_ms or 0.0)
+    fixed_cost = unfixed_cost + (math.ceil(long_prompt[1] / intended_chunk) - 1) * step
+    # Unfixed, a prompt takes one step and the rest of the time is plain decode steps:
+    # at ``rate`` prompts a second, rate + (1 - decode_busy - rate x cost) / step steps,
+    # solved for the rate at which ``prompt_step_share`` of them carry a prompt. Among
+    # them a decode stream gets one token a step, at the unfixed engine's steps a second
+    # (the chunking engine runs more, shorter steps): its service there keeps
+    # ``decode_streams`` in flight. Sized from a bare step instead, the streams arrived
+    # at twice the rate the mix serves them, their batch swelled towards the KV cache's
+    # limit and the unfixed engine queued (p95 TTFT 1.8 s over 30 s). The decodes' own
+    # requests (their HTTP, their short prefill) take ``decode_busy`` first, which the
+    # streams' rate sets in turn: a few rounds settle it (it is ~1 % of the time).
+    share = prompt_step_share
+    decode_request_ms = costs.request_ms + costs.prefill_ms_per_token * decode_shape.prompt_mean
+    decode_rate = decode.rate_per_s
+    for _ in range(8):
+        decode_busy = decode_rate * decode_request_ms / 1000
+        if decode_busy >= fixed_busy_max:
+            raise SizingError(f"the decode streams alone keep the engine {decode_busy:.0%} busy")
+        free_steps = (1 - decode_busy) * 1000 / step
+        rate = share * free_steps / (1 - share + share * unfixed_cost / step)
+        rate = min(rate, (fixed_busy_max - decode_busy) * 1000 / fixed_cost)
+        busy_unfixed = decode_busy + rate * unfixed_cost / 1000
+        steps_per_s = rate + (1 - busy_unfixed) * 1000 / step
+        mixed_s = (decode_request_ms + decode_shape.output_mean * 1000 / steps_per_s) / 1000
+        decode_rate = decode_streams / mixed_s
+    busy_fixed = decode_busy + rate * fixed_cost / 1000
+    prompt_steps = rate / steps_per_s
+    if prompt_steps < MIN_PROMPT_STEP_SHARE * 0.999:
+        raise SizingError(f"only {prompt_steps:.1%} of the steps could carry a prompt with the "
+                          f"fixed engine {busy_fixed:.0%} busy: a p99 ITL would not see them "
+                          f"(a {step:.1f} ms step, {unfixed_cost:.0f} ms prompts)")  # fmt: skip
+    mixed = Capacity(decode_streams, "seats", mixed_s, decode_rate)
+    decode = dataclasses.replace(decode, capacity=mixed, rate_per_s=decode_rate)
     long_cap = capacity(costs, long_shape, decode_streams)
     prefill = IncidentLoad("prefill-prompts", long_shape, decode_streams, long_cap,
-                           factor=prefill_share, rate_per_s=prefill_share * 1000 / prompt_ms,
+                           factor=rate / long_cap.requests_per_s, rate_per_s=rate,
                            duration_s=run_s, warmup_s=decode.warmup_s)  # fmt: skip
-    step = costs.step_ms(decode_streams)
     chunk_ms = costs.prefill_ms_per_token * intended_chunk
     with_chunk = step + chunk_ms
     with_prompt = step + prompt_ms
@@ -400,4 +478,7 @@ def prefill_load(
     if ceiling >= unfixed_tail:
         raise SizingError(f"the machine's ITL tail ({tail_floor_ms or 0:.0f} ms) hides a "
                           f"{with_prompt:.0f} ms prefill step")  # fmt: skip
-    return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt)
+    return PrefillIncident(decode, prefill, intended_chunk, ceiling, with_chunk, with_prompt,
+                           prompt_cost_unfixed_ms=unfixed_cost, prompt_cost_fixed_ms=fixed_cost,
+                           busy_unfixed=busy_unfixed, busy_fixed=busy_fixed,
+                           prompt_step_share=prompt_steps)  # fmt: skip

@@ -7,6 +7,7 @@ the arrival rate (or shorter outputs), never an incident that silently stops bei
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -206,9 +207,20 @@ def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown
                           block_size=128, max_model_len=2048)  # fmt: skip
     incident = prefill_load(machine)
     assert incident.step_with_chunk_ms < incident.itl_ceiling_ms < incident.step_with_prompt_ms
-    # long prompts take 40 % of the engine's time, whatever the machine's speed
-    busy = incident.prefill.rate_per_s * machine.prefill_ms_per_token * 1750 / 1000
-    assert busy == pytest.approx(0.4)
+    # Three unfixed steps in a hundred carry a whole prompt (what a p99 ITL must see),
+    # whatever the machine's speed, and the fixed engine keeps up: a prompt costs it its
+    # prefill and a decode step for each of its chunks (a 1,900-token prompt is 8 of 256).
+    step = machine.step_ms(8)
+    assert incident.prompt_step_share == pytest.approx(0.03)
+    rate = incident.prefill.rate_per_s
+    decode_busy = incident.decode.rate_per_s * machine.prefill_ms_per_token * 48 / 1000
+    steps = rate + (1 - decode_busy - rate * incident.prompt_cost_unfixed_ms / 1000) * 1000 / step
+    assert rate / steps == pytest.approx(0.03, rel=1e-4)
+    fixed_cost = machine.prefill_ms_per_token * 1750 + 8 * step
+    assert incident.prompt_cost_fixed_ms == pytest.approx(fixed_cost)
+    busy = decode_busy + rate * fixed_cost / 1000
+    assert incident.busy_fixed == pytest.approx(busy) and busy <= 0.7
+    assert incident.busy_unfixed < incident.busy_fixed
     # the decode streams keep eight requests in flight (Little's law)
     flight = incident.decode.rate_per_s * incident.decode.capacity.service_s
     assert flight == pytest.approx(8)
@@ -216,6 +228,44 @@ def test_prefill_incident_ceiling_separates_a_chunk_from_a_whole_prompt(slowdown
     assert {r.prompt_tokens >= 1600 for r in plan} == {True, False}
     with pytest.raises(SizingError):
         prefill_load(costs())  # max-model-len 1024: a 1,900-token prompt does not fit
+
+
+def test_prefill_rate_counts_the_per_request_cost_and_what_a_burst_measured():
+    """2026-12-07: prompts sized from bare prefill (12 a second, a "0.4 share") left out
+    the ~9 ms each request costs and the decode step each chunk rides on; the unfixed
+    engine queued (p95 TTFT 4.6 s) and the chunking one fell behind (p99 ITL 123 ms)."""
+    bare = EngineCosts(0.027, 3.6, 0.074, kv_tokens=12288, block_size=128, max_model_len=2048)
+    with_requests = dataclasses.replace(bare, request_ms=9.0)
+    plain, costed = prefill_load(bare), prefill_load(with_requests)
+    assert costed.prompt_cost_unfixed_ms == pytest.approx(9 + 0.027 * 1750 + bare.step_ms(8))
+    # Dearer prompts, fewer of them for the same share of steps.
+    assert costed.prefill.rate_per_s < plain.prefill.rate_per_s
+    # A burst measured slower than the model: the measured cost rules, both engines.
+    measured = prefill_load(with_requests, prompt_served_ms=90.0)
+    assert measured.prompt_cost_unfixed_ms == 90.0
+    assert measured.prompt_cost_fixed_ms == pytest.approx(90 + 7 * bare.step_ms(8))
+    assert measured.prefill.rate_per_s < costed.prefill.rate_per_s
+    # ... and never faster than the model.
+    assert prefill_load(with_requests, prompt_served_ms=1.0) == costed
+    # Decode steps slower under the streams' load than idle: every chunk rides on one.
+    loaded = prefill_load(with_requests, prompt_served_ms=90.0, loaded_step_ms=8.0)
+    assert loaded.prompt_cost_fixed_ms == pytest.approx(90 + 7 * 8.0)
+    assert prefill_load(with_requests, prompt_served_ms=90.0, loaded_step_ms=0.5) == measured
+    with pytest.raises(SizingError):
+        prefill_load(with_requests, fixed_busy_max=1.2)
+
+
+def test_the_fixed_engine_keeping_up_caps_the_rate_and_too_few_prompt_steps_are_refused():
+    """Dear prompts among cheap steps: three steps in a hundred would keep the chunking
+    engine busier than 0.7, so the rate is what 0.7 allows, while that still gives a p99
+    two steps in a hundred; 1 ms steps among 100 ms prompts cannot, and are refused."""
+    dear = EngineCosts(0.04, 2.0, 0.1, kv_tokens=12288, block_size=128, max_model_len=2048)
+    capped = prefill_load(dear, prompt_served_ms=150.0)
+    assert capped.busy_fixed == pytest.approx(0.7)
+    assert 0.02 <= capped.prompt_step_share < 0.03
+    fast_steps = EngineCosts(0.057, 1.0, 0.0, kv_tokens=12288, block_size=128, max_model_len=2048)
+    with pytest.raises(SizingError, match="p99"):
+        prefill_load(fast_steps)
 
 
 def test_prefill_ceiling_stays_above_the_machines_own_tail():

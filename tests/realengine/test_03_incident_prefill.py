@@ -3,13 +3,17 @@
 the engine controller and verified under the same arrival process; unfixed, it fails.
 
 Sized from a calibration of the engine under test (``realengine.sizing.prefill_load``):
-eight decode streams, long prompts (1,600-1,900 tokens) taking 40 % of the engine's
-time, and an ITL ceiling halfway between the p99 of an engine whose steps carry one
-256-token chunk (the deployment's intended budget) and one whose steps carry a whole long
-prompt, which vLLM's CPU default of 2,048 batched tokens lets into a single step (each a
-step's cost on top of the machine's own ITL tail), moved to the nearest bound of the
-engine's ITL buckets in between: the p99 is then decided by the bucket counts (a ceiling
-of 15 ms inside the 10-25 ms bucket left fixed engines "reading" 21-25 ms, a guess).
+eight decode streams, and long prompts (1,600-1,900 tokens) on three of the unfixed
+engine's steps in a hundred, keeping the chunking engine 70 % busy at most. Each prompt
+costs what bursts of them measured with the decode streams running, and on the fixed
+engine a decode step (at its loaded cost) for every further chunk: both engines keep up,
+so the p99 ITL reads the steps' composition, not a backlog. The ITL ceiling lies halfway
+between the p99 of an engine whose steps carry one 256-token chunk (the deployment's
+intended budget) and one whose steps carry a whole long prompt, which vLLM's CPU default
+of 2,048 batched tokens lets into a single step (each a step's cost on top of the
+machine's own ITL tail), moved to the nearest bound of the engine's ITL buckets in
+between: the p99 is then decided by the bucket counts (a ceiling of 15 ms inside the
+10-25 ms bucket left fixed engines "reading" 21-25 ms, a guess).
 """
 
 from __future__ import annotations
@@ -21,7 +25,15 @@ import pytest
 from deployments import budget as b
 from deployments.budget import Budget
 from realengine import EngineFlags
-from realengine.calibrate import cautious, engine_meter, itl_bounds_ms, tiny_budget
+from realengine.calibrate import (
+    batch_sender,
+    cautious,
+    engine_meter,
+    itl_bounds_ms,
+    mean_ms,
+    served_per_s,
+    tiny_budget,
+)
 from realengine.controller import apply_fix
 from realengine.sizing import prefill_load
 from tests.realengine.conftest import calibrate_engine, keep_scrape, record, ttft_target_ms
@@ -34,6 +46,30 @@ DECODE_STREAMS = 8  # prefill_load's decode streams
 # Other processes' CPU over the fixed window beyond which its ITL tail is the machine's:
 # a quarter of this 2-core machine (a quiet one reads ~0.05; two busy neighbours ~2).
 SHARED_CORES = 0.5
+# Long prompts sent at once, a few bursts, while the incident's decode streams run: the
+# slowest burst tells what one costs the engine with its API server streaming the decodes'
+# tokens (the idle calibration sends one request at a time, and a burst on an idle engine
+# read 82-96 ms a prompt against ~80 modelled, while the same decodes alone kept 1.9 of the
+# machine's 2 cores busy and the sized mix queued: p95 TTFT 9 s unfixed, 19 s fixed).
+BURST, BURSTS = 6, 3
+DECODES_S = 8.0  # the decode streams' share of the probe: settle, meter, burst
+
+
+def _under_decodes(engine, incident) -> dict:
+    """Milliseconds per long prompt (slowest of ``BURSTS`` bursts) and the engine's mean
+    ITL, both measured while the incident's decode streams run."""
+    plan = [r for r in incident.decode.plan(seed=5) if r.at_s < DECODES_S]
+    load = Load(plan, engine.url, deadline_s=DECODES_S + 30, seed=5).start()
+    meter = engine_meter(engine.metrics_url)
+    time.sleep(2.0)  # the streams are in
+    before = meter()
+    time.sleep(2.0)
+    step_ms = mean_ms(before, meter(), "itl", 100)
+    send = batch_sender(engine.url, "tiny-llama")
+    rates = [served_per_s(send, prompt=LONG_PROMPT_MEAN, output=4, seats=BURST,
+                          first_seq=2_000_000 + i * BURST) for i in range(BURSTS)]  # fmt: skip
+    load.join()
+    return {"prompt_served_ms": 1000 / min(rates), "loaded_step_ms": step_ms}
 
 
 def _p99_ms(result) -> float | None:
@@ -45,11 +81,15 @@ def _p99_ms(result) -> float | None:
 def test_oversized_prefill_chunks_diagnosed_fixed_and_verified(engines, tmp_path):
     engine = engines.serve(UNFIXED)
     calibration, costs = calibrate_engine(engine, "calibration.prefill", long=LONG_PROMPT_MEAN)
+    bounds = itl_bounds_ms(engine_meter(engine.metrics_url))
+    loaded = _under_decodes(engine, prefill_load(costs, decode_streams=DECODE_STREAMS))
+    record("under_decodes.prefill", loaded)
     incident = prefill_load(
         costs,
         decode_streams=DECODE_STREAMS,
+        **loaded,
         tail_floor_ms=calibration.batch_itl_p99_ms,
-        itl_bounds_ms=itl_bounds_ms(engine_meter(engine.metrics_url)),
+        itl_bounds_ms=bounds,
     )
     constants = tiny_budget(
         calibration, kv_tokens=costs.kv_tokens, max_num_seqs=128,
