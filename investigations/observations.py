@@ -23,7 +23,7 @@ from django.db.models.functions import Cast
 
 from probes.kinds import kind_of, observed_values
 from probes.models import Observation, Target
-from probes.vocabulary import aggregate_only, by_target
+from probes.vocabulary import aggregate_only, bound_of, by_target
 
 
 def series_labels(source: str, target_key: str, labels: str) -> str | None:
@@ -169,8 +169,20 @@ def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> lis
     # (target, signal[, labels], taken_at), so the database seeks instead of scanning
     # every row of the deployment's targets (and Django compiles a few terms, not 2 per
     # signal).
-    by_window: dict[int, list[str]] = defaultdict(list)
+    # A quantile's bucket bounds live in its own row (``Observation.lo`` / ``.hi``): asked
+    # for ``ttft_p95_lo``, read ``ttft_p95`` (over the longer of the two windows) and take
+    # each bound within its own window. Bounds stored as rows of their own (older rows)
+    # are read by name as before.
+    bounds: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
+    reads = dict(wanted)
     for signal, window in wanted.items():
+        found = bound_of(signal)
+        if found is not None:
+            base, end = found
+            bounds[base][end] = (signal, (now - timedelta(seconds=window)).timestamp())
+            reads[base] = max(window, reads.get(base, 0))
+    by_window: dict[int, list[str]] = defaultdict(list)
+    for signal, window in reads.items():
         by_window[window].append(signal)
     condition = Q(pk__in=[])
     for window, names in sorted(by_window.items()):
@@ -181,18 +193,24 @@ def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> lis
             condition |= Q(
                 target_id__in=aggregated, signal__in=names, labels="", taken_at__gt=since
             )
-    rows = Observation.objects.filter(condition, taken_at__lte=now).values_list(
-        Cast("target_id", CharField()), "signal", "labels", EpochSeconds("taken_at"), "value"
-    )
+    fields = [Cast("target_id", CharField()), "signal", "labels", EpochSeconds("taken_at"), "value"]
+    rows = Observation.objects.filter(condition, taken_at__lte=now).values_list(*fields, "lo", "hi")
     # Grouped here rather than sorted by the database: an ORDER BY on the text columns
     # cost more than the read itself on PostgreSQL. Each series is sorted by time below,
     # which is linear when the rows came in index order, as they usually do.
     grouped: dict[tuple[str, str, str], list] = {}
-    for target_id, signal, labels, taken_at, value in rows:
-        points = grouped.get((target_id, signal, labels))
-        if points is None:
-            points = grouped[(target_id, signal, labels)] = []
-        points.append((taken_at, value))
+    since_of = {signal: (now - timedelta(seconds=w)).timestamp() for signal, w in wanted.items()}
+    for target_id, signal, labels, taken_at, value, lo, hi in rows:
+        if signal in since_of and taken_at > since_of[signal]:
+            points = grouped.get((target_id, signal, labels))
+            if points is None:
+                points = grouped[(target_id, signal, labels)] = []
+            points.append((taken_at, value))
+        if signal in bounds and (lo is not None or hi is not None):
+            for end, bound in (("lo", lo), ("hi", hi)):
+                asked = bounds[signal].get(end)
+                if bound is not None and asked is not None and taken_at > asked[1]:
+                    grouped.setdefault((target_id, asked[0], labels), []).append((taken_at, bound))
     for points in grouped.values():
         points.sort(key=itemgetter(0))
     return [(*key, points) for key, points in grouped.items()]

@@ -218,7 +218,7 @@ def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) ->
     table = q(meta.db_table)
     columns = ", ".join(
         q(meta.get_field(name).column)
-        for name in ("target", "taken_at", "signal", "labels", "value")
+        for name in ("target", "taken_at", "signal", "labels", "value", "lo", "hi")
     )
     if connection.vendor == "postgresql":
         with _server_bound_cursor() as cursor:
@@ -227,14 +227,22 @@ def _insert_observations(cycle_at: datetime, outcomes: Sequence[PollOutcome]) ->
         return
     sql = (
         # Identifiers come from the model and are quoted; values are parameters.
-        f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+        f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s) "  # noqa: S608
         "ON CONFLICT DO NOTHING"
     )
     with connection.cursor() as cursor:
         for chunk in chunks:
             targets = [chunk.ids[i - 1] for i in chunk.index]
             rows = list(
-                zip(targets, [taken_at] * len(targets), *chunk.fitted(), chunk.values, strict=True)
+                zip(
+                    targets,
+                    [taken_at] * len(targets),
+                    *chunk.fitted(),
+                    chunk.values,
+                    chunk.los,
+                    chunk.his,
+                    strict=True,
+                )
             )
             for start in range(0, len(rows), 5000):
                 cursor.executemany(sql, rows[start : start + 5000])
@@ -256,14 +264,18 @@ class _Columns:
         self.signals: list[str] = []
         self.labels: list[str] = []
         self.values: list[float] = []
+        self.los: list[float | None] = []
+        self.his: list[float | None] = []
 
     def add(self, target_id, observations: Sequence[tuple[str, str, float]]) -> None:
         self.ids.append(target_id)
-        signals, labels, values = zip(*observations, strict=True)
+        signals, labels, values, los, his = pack_bounds(observations)
         self.index.extend([len(self.ids)] * len(values))
         self.signals.extend(signals)
         self.labels.extend(labels)
         self.values.extend(values)
+        self.los.extend(los)
+        self.his.extend(his)
 
     def fitted(self) -> tuple[list[str], list[str]]:
         """Signals and labels cut to their columns (rarely needed: checked in C first)."""
@@ -280,23 +292,65 @@ class _Columns:
         signal_text, label_text = _SEP.join(signals), _SEP.join(labels)
         joinable = n > 1 and signal_text.count(_SEP) == label_text.count(_SEP) == n - 1
         if joinable:
+            # An empty element is a NULL bound (string_to_array's third argument).
             source = (
                 "unnest(string_to_array(%s, ',')::int[], string_to_array(%s, %s), "
-                "string_to_array(%s, %s), string_to_array(%s, ',')::float8[])"
+                "string_to_array(%s, %s), string_to_array(%s, ',')::float8[], "
+                "string_to_array(%s, ',', '')::float8[], string_to_array(%s, ',', '')::float8[])"
             )
             params: tuple = (
                 ",".join(map(str, self.index)), signal_text, _SEP, label_text, _SEP,
                 ",".join(map(repr, map(float, self.values))),
+                ",".join(["" if b is None else repr(float(b)) for b in self.los]),
+                ",".join(["" if b is None else repr(float(b)) for b in self.his]),
             )  # fmt: skip
         else:
-            source = "unnest(%s::int[], %s::text[], %s::text[], %s::float8[])"
-            params = (self.index, signals, labels, [float(v) for v in self.values])
+            source = (
+                "unnest(%s::int[], %s::text[], %s::text[], %s::float8[], %s::float8[], "
+                "%s::float8[])"
+            )
+            params = (self.index, signals, labels, [float(v) for v in self.values],
+                      _floats(self.los), _floats(self.his))  # fmt: skip
         cursor.execute(
             # Identifiers come from the model and are quoted; values are parameters.
-            f"INSERT INTO {table} ({columns}) SELECT (%s::uuid[])[u.i], %s, u.s, u.l, u.v "  # noqa: S608
-            f"FROM {source} AS u(i, s, l, v) ON CONFLICT DO NOTHING",
+            f"INSERT INTO {table} ({columns}) SELECT (%s::uuid[])[u.i], %s, u.s, u.l, u.v, "  # noqa: S608
+            f"u.lo, u.hi FROM {source} AS u(i, s, l, v, lo, hi) ON CONFLICT DO NOTHING",
             (self.ids, taken_at, *params),
         )
+
+
+def _floats(values: Sequence[float | None]) -> list[float | None]:
+    return [None if v is None else float(v) for v in values]
+
+
+def pack_bounds(
+    observations: Sequence[tuple[str, str, float]],
+) -> tuple[list[str], list[str], list[float], list[float | None], list[float | None]]:
+    """Columns of a target's rows with each quantile's bucket bounds (``<q>_lo`` /
+    ``<q>_hi``, ``probes.vocabulary.bound_of``) moved into the quantile's own row: 54 of an
+    engine's ~126 rows a cycle. A bound whose quantile is not among the rows before it
+    (none is, as ``probes.observe`` writes them) stays a row of its own, which readers
+    take as they always did."""
+    at: dict[tuple[str, str], int] = {}
+    signals: list[str] = []
+    labels: list[str] = []
+    values: list[float] = []
+    los: list[float | None] = []
+    his: list[float | None] = []
+    for signal, label, value in observations:
+        end = signal[-3:]
+        if (end == "_lo" or end == "_hi") and signal[-7:-5] == "_p":
+            row = at.get((signal[:-3], label))
+            if row is not None:
+                (los if end == "_lo" else his)[row] = value
+                continue
+        at[(signal, label)] = len(values)
+        signals.append(signal)
+        labels.append(label)
+        values.append(value)
+        los.append(None)
+        his.append(None)
+    return signals, labels, values, los, his
 
 
 def record_observations(

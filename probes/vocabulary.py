@@ -68,6 +68,17 @@ def companions(source: str, signal: str) -> dict[str, str]:
     return {}
 
 
+_BOUND = re.compile(r"(.+_p[0-9]{2})_(lo|hi)$")
+
+
+def bound_of(signal: str) -> tuple[str, str] | None:
+    """``(quantile signal, "lo" | "hi")`` when ``signal`` names a quantile's bucket bound
+    (``ttft_p95_lo``), which is stored in the quantile's own row (``Observation.lo`` /
+    ``.hi``), else None."""
+    found = _BOUND.match(signal)
+    return (found[1], found[2]) if found else None
+
+
 def by_target(source: str) -> bool:
     """Whether the source's series are told apart by the target they came from (an
     artifact's are told apart by the artifact: its label)."""

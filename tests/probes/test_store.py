@@ -175,3 +175,56 @@ def test_snapshots_are_stored_as_given(targets):
         record_cycle(CYCLE, batch)
         stored = dict(Poll.objects.values_list("target_id", "snapshot"))
         assert stored == {o.target_id: o.snapshot for o in batch}
+
+
+def test_quantile_bounds_ride_in_their_quantiles_row_and_read_back_as_their_own_series(targets):
+    """54 of an engine's ~126 rows a cycle were bucket bounds: they are stored in their
+    quantile's row (``lo`` / ``hi``) and read back by name, each within its own window; a
+    bound with no quantile before it, a ``_max_hi`` (no quantile of that name) and a bound
+    stored as a row of its own (older rows) are read as they always were."""
+    from investigations.observations import load_observations
+
+    deployment = targets[0].deployment
+    packed = [
+        ("ttft_p95", "", 0.3), ("ttft_p95_lo", "", 0.25), ("ttft_p95_hi", "", 0.5),
+        ("itl_p99", "engine=0", 0.04), ("itl_p99_lo", "engine=0", 0.025),  # no _hi: +Inf bucket
+        ("itl_p50_hi", "", 0.01),  # its quantile is not in the cycle
+        ("output_batch_tokens_max_hi", "", 2048.0), ("kv_cache_usage", "", 0.9),
+    ]  # fmt: skip
+    lone = PollOutcome(target_id=targets[1].pk, ok=True, observations=[("ttft_p95", "", 0.7),
+                       ("ttft_p95_lo", "", 0.5), ("ttft_p95_hi", "", 0.75)])  # fmt: skip
+    for batch in (
+        [PollOutcome(target_id=targets[0].pk, ok=True, observations=packed), lone],
+        [lone],  # one target: the PostgreSQL insert's arrays, not its joined text
+    ):
+        Observation.objects.all().delete()
+        Poll.objects.all().delete()
+        record_cycle(CYCLE, batch)
+        rows = {(o.target_id, o.signal, o.labels): (o.value, o.lo, o.hi)
+                for o in Observation.objects.all()}  # fmt: skip
+        assert rows[(targets[1].pk, "ttft_p95", "")] == (0.7, 0.5, 0.75)
+        if len(batch) == 2:
+            t = targets[0].pk
+            assert rows[(t, "ttft_p95", "")] == (0.3, 0.25, 0.5)
+            assert rows[(t, "itl_p99", "engine=0")] == (0.04, 0.025, None)
+            assert rows[(t, "itl_p50_hi", "")] == (0.01, None, None)
+            assert rows[(t, "output_batch_tokens_max_hi", "")] == (2048.0, None, None)
+            assert len(rows) == 5 + 1  # eight observations, three of them bounds packed
+    # An older row holding a bound by name, a cycle earlier, and a read 60 s windows wide:
+    earlier = CYCLE - timedelta(seconds=5)
+    Observation.objects.create(target=targets[1], taken_at=earlier, signal="ttft_p95_lo", value=0.1)
+    wanted = {"ttft_p95": 300, "ttft_p95_lo": 60, "ttft_p95_hi": 60, "itl_p99_lo": 60}
+    view = load_observations(deployment.id, wanted, CYCLE + timedelta(seconds=1))
+    ((_, los),) = view[("engine", "ttft_p95_lo")]
+    assert los == [(earlier.timestamp(), 0.1), (CYCLE.timestamp(), 0.5)]
+    ((_, his),) = view[("engine", "ttft_p95_hi")]
+    assert his == [(CYCLE.timestamp(), 0.75)]
+    # Outside its window a bound is not read, though its quantile (wider) still is.
+    later = CYCLE + timedelta(seconds=120)
+    view = load_observations(deployment.id, wanted, later)
+    assert ("engine", "ttft_p95_lo") not in view
+    assert view[("engine", "ttft_p95")][0][1] == [(CYCLE.timestamp(), 0.7)]
+    # Not asked for, a quantile's bounds do not come back as series.
+    assert set(load_observations(deployment.id, {"ttft_p95": 60}, CYCLE)) == {
+        ("engine", "ttft_p95")
+    }
