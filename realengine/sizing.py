@@ -329,9 +329,9 @@ class PrefillIncident:
 
 
 # How many of the unfixed engine's steps should carry a whole long prompt: a p99 ITL sees
-# what more than one step in a hundred does, and at 1.3 % (one 2026-12-05 run) it read
-# 50 ms against an 89 ms ceiling. Three in a hundred is 3x the p99's share; two the least
-# an incident may be sized with.
+# what more than one step in a hundred does, and at 1.3 % (an earlier run: 196 ms prompts
+# among 10 ms steps) it read 50 ms against an 89 ms ceiling. Three in a hundred is 3x the
+# p99's share; two the least an incident may be sized with.
 PROMPT_STEP_SHARE = 0.03
 MIN_PROMPT_STEP_SHARE = 0.02
 # The most of the chunking (fixed) engine's time the long prompts may take. The fix is
