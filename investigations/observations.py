@@ -10,6 +10,7 @@ so there is one read path.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
@@ -173,14 +174,18 @@ def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> lis
     # for ``ttft_p95_lo``, read ``ttft_p95`` (over the longer of the two windows) and take
     # each bound within its own window. Bounds stored as rows of their own (older rows)
     # are read by name as before.
-    bounds: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
+    since_of = {signal: (now - timedelta(seconds=w)).timestamp() for signal, w in wanted.items()}
+    bounds: dict[str, list[tuple[int, str]]] = defaultdict(list)  # quantile: (column, bound)
     reads = dict(wanted)
     for signal, window in wanted.items():
         found = bound_of(signal)
         if found is not None:
             base, end = found
-            bounds[base][end] = (signal, (now - timedelta(seconds=window)).timestamp())
+            bounds[base].append((0 if end == "lo" else 1, signal))
             reads[base] = max(window, reads.get(base, 0))
+    # A quantile read over a wider window than its own, or only for its bounds: where its
+    # own points start (never, when it was not asked for). Every other row is in window.
+    cut = {base: since_of.get(base, math.inf) for base in bounds if reads[base] != wanted.get(base)}
     by_window: dict[int, list[str]] = defaultdict(list)
     for signal, window in reads.items():
         by_window[window].append(signal)
@@ -193,24 +198,24 @@ def _read(targets: list[tuple], wanted: Mapping[str, int], now: datetime) -> lis
             condition |= Q(
                 target_id__in=aggregated, signal__in=names, labels="", taken_at__gt=since
             )
-    fields = [Cast("target_id", CharField()), "signal", "labels", EpochSeconds("taken_at"), "value"]
-    rows = Observation.objects.filter(condition, taken_at__lte=now).values_list(*fields, "lo", "hi")
+    rows = Observation.objects.filter(condition, taken_at__lte=now).values_list(
+        Cast("target_id", CharField()), "signal", "labels", EpochSeconds("taken_at"), "value",
+        "lo", "hi",
+    )  # fmt: skip
     # Grouped here rather than sorted by the database: an ORDER BY on the text columns
     # cost more than the read itself on PostgreSQL. Each series is sorted by time below,
     # which is linear when the rows came in index order, as they usually do.
     grouped: dict[tuple[str, str, str], list] = {}
-    since_of = {signal: (now - timedelta(seconds=w)).timestamp() for signal, w in wanted.items()}
     for target_id, signal, labels, taken_at, value, lo, hi in rows:
-        if signal in since_of and taken_at > since_of[signal]:
+        if signal not in cut or taken_at > cut[signal]:
             points = grouped.get((target_id, signal, labels))
             if points is None:
                 points = grouped[(target_id, signal, labels)] = []
             points.append((taken_at, value))
-        if signal in bounds and (lo is not None or hi is not None):
-            for end, bound in (("lo", lo), ("hi", hi)):
-                asked = bounds[signal].get(end)
-                if bound is not None and asked is not None and taken_at > asked[1]:
-                    grouped.setdefault((target_id, asked[0], labels), []).append((taken_at, bound))
+        for column, name in bounds.get(signal, ()):
+            edge = hi if column else lo
+            if edge is not None and taken_at > since_of[name]:
+                grouped.setdefault((target_id, name, labels), []).append((taken_at, edge))
     for points in grouped.values():
         points.sort(key=itemgetter(0))
     return [(*key, points) for key, points in grouped.items()]

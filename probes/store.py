@@ -19,6 +19,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from probes.models import Observation, Poll, Target
+from probes.vocabulary import bound_of
 
 LABELS_MAX = Observation._meta.get_field("labels").max_length
 SIGNAL_MAX = Observation._meta.get_field("signal").max_length
@@ -338,11 +339,11 @@ def pack_bounds(
     los: list[float | None] = []
     his: list[float | None] = []
     for signal, label, value in observations:
-        end = signal[-3:]
-        if (end == "_lo" or end == "_hi") and signal[-7:-5] == "_p":
-            row = at.get((signal[:-3], label))
+        bound = bound_of(signal)
+        if bound is not None:
+            row = at.get((bound[0], label))
             if row is not None:
-                (los if end == "_lo" else his)[row] = value
+                (los if bound[1] == "lo" else his)[row] = value
                 continue
         at[(signal, label)] = len(values)
         signals.append(signal)

@@ -10,6 +10,7 @@ scrapes).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from probes.kinds import KINDS, Source, Values
@@ -71,10 +72,12 @@ def companions(source: str, signal: str) -> dict[str, str]:
 _BOUND = re.compile(r"(.+_p[0-9]{2})_(lo|hi)$")
 
 
+@functools.lru_cache(maxsize=4096)
 def bound_of(signal: str) -> tuple[str, str] | None:
     """``(quantile signal, "lo" | "hi")`` when ``signal`` names a quantile's bucket bound
     (``ttft_p95_lo``), which is stored in the quantile's own row (``Observation.lo`` /
-    ``.hi``), else None."""
+    ``.hi``), else None. Cached: the store asks for every row of every poll, and an
+    engine's signal names repeat each cycle."""
     found = _BOUND.match(signal)
     return (found[1], found[2]) if found else None
 

@@ -298,9 +298,8 @@ class PrefillIncident:
     # whole; fixed, that plus a decode step for every further chunk.
     prompt_cost_unfixed_ms: float = 0.0
     prompt_cost_fixed_ms: float = 0.0
-    busy_unfixed: float = (
-        0.0  # share of the engine's time the prompts (and decodes' own requests) take
-    )
+    # Shares of each engine's time the prompts (and the decodes' own requests) take.
+    busy_unfixed: float = 0.0
     busy_fixed: float = 0.0
     prompt_step_share: float = 0.0  # unfixed steps carrying a whole prompt, of all steps
 
